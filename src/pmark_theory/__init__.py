@@ -18,6 +18,21 @@ from pmark_theory._cell_rules import (
     simmark_proxy,
 )
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
+from pmark_theory._geometry import (
+    angle_density,
+    cluster_sign_pattern_probs,
+    cluster_sign_prob,
+    cosine_law,
+    cosine_tail,
+    flip_is_possible,
+    haar_pivots,
+    log_angle_density,
+    naive_qr_pivots,
+    online_bit_accuracy,
+    removal_bound,
+    robustness_radius,
+)
+from pmark_theory._hd import hd_median, hd_weights
 from pmark_theory._rules import (
     NEGATIVE_CONTROL_RULES,
     RULES,
