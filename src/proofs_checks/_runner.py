@@ -1,0 +1,139 @@
+"""Run checks with a progress bar, caching each result so an interrupted run resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from proofs_checks._io import to_jsonable, write_json_atomic
+from proofs_checks._registry import Budget, Check, check_key
+
+__all__ = ["CACHE_DIR", "check_fingerprint", "run_check", "run_checks"]
+
+CACHE_DIR = "cache"
+
+
+def check_fingerprint(check: Check) -> str:
+    """Hash of the check's source and of the toolkit version: a cached result is reused only if both match."""
+    try:
+        src = inspect.getsource(check.fn)
+    except (OSError, TypeError):
+        src = repr(check.fn)
+    from pmark_theory import __version__
+
+    return hashlib.sha256(f"{__version__}\n{src}".encode()).hexdigest()[:16]
+
+
+def run_check(check: Check, *, seed: int, budget: Budget) -> dict[str, Any]:
+    """Run one check and return its JSON-ready result record (never raises: errors become a failed record)."""
+    t0 = time.perf_counter()
+    record: dict[str, Any] = {
+        "id": check.id,
+        "claim": check.claim,
+        "paper_says": check.paper_says,
+        "expected_verdict": check.expected,
+        "seed": seed,
+        "budget": {"scale": budget.scale, "quick": budget.quick},
+    }
+    try:
+        out = check.fn(check_key(seed, check.id), budget)
+        record.update(
+            verdict=out.verdict,
+            measured=out.measured,
+            method=out.method,
+            statistic=out.statistic,
+            tolerance=out.tolerance,
+            negative_control=asdict(out.control),
+            plot_data=out.plot_data,
+            error=None,
+        )
+        record["passed"] = bool(out.verdict == check.expected and out.control.failed)
+    except Exception as exc:  # a crashing check is a failed check, reported, not a crashed run
+        record.update(
+            verdict="error",
+            measured=f"error: {type(exc).__name__}: {exc}",
+            method="",
+            statistic={},
+            tolerance="",
+            negative_control={"description": "", "measured": "not run", "failed": False, "statistic": {}},
+            plot_data=None,
+            error="".join(traceback.format_exception(exc)),
+            passed=False,
+        )
+    record["runtime_s"] = time.perf_counter() - t0
+    return to_jsonable(record)
+
+
+def _cache_path(out_dir: Path, check_id: str) -> Path:
+    return out_dir / CACHE_DIR / f"{check_id}.json"
+
+
+def _load_cached(path: Path, params: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if doc.get("params") != params or not isinstance(doc.get("result"), dict):
+        return None
+    return doc["result"]
+
+
+def run_checks(
+    checks: Sequence[Check],
+    *,
+    seed: int = 0,
+    budget: Budget | None = None,
+    cache_dir: Path | None = None,
+    progress: bool | Callable[[int, int, str], None] = True,
+) -> list[dict[str, Any]]:
+    """Run ``checks`` and return their result records, in order.
+
+    Args:
+      checks: the checks (see :func:`proofs_checks.get_checks`).
+      seed: the run's seed; each check uses ``fold_in(key(seed), crc32(id))``.
+      budget: Monte Carlo sizes (default: full sizes, scale 1).
+      cache_dir: a report directory; each result is cached in ``cache_dir/cache/ID.json`` as soon as it is
+        computed, and a cached result with the same seed, budget and check fingerprint is reused (resume).
+      progress: ``True`` for a tqdm bar on stderr, ``False`` for none, or a callback ``(done, total, id)``.
+    """
+    budget = budget if budget is not None else Budget()
+    bar = None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(checks), desc="pmark check", unit="check", file=sys.stderr, dynamic_ncols=True)
+    results = []
+    for i, check in enumerate(checks):
+        params = {
+            "seed": seed,
+            "budget": {"scale": budget.scale, "quick": budget.quick},
+            "fingerprint": check_fingerprint(check),
+        }
+        rec = None
+        if bar is not None:
+            bar.set_postfix_str(check.id)
+        if cache_dir is not None:
+            rec = _load_cached(_cache_path(cache_dir, check.id), params)
+            if rec is not None:
+                rec = {**rec, "cached": True}
+        if rec is None:
+            rec = run_check(check, seed=seed, budget=budget)
+            if cache_dir is not None:
+                write_json_atomic(_cache_path(cache_dir, check.id), {"params": params, "result": rec})
+            rec = {**rec, "cached": False}
+        results.append(rec)
+        if bar is not None:
+            bar.update(1)
+        elif callable(progress):
+            progress(i + 1, len(checks), check.id)
+    if bar is not None:
+        bar.close()
+    return results

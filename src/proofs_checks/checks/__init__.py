@@ -1,0 +1,3 @@
+"""The built-in checks, one module per topic; importing this package registers them."""
+
+from proofs_checks.checks import _geometry_checks
