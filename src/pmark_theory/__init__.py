@@ -18,6 +18,27 @@ from pmark_theory._cell_rules import (
     simmark_proxy,
 )
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
+from pmark_theory._detection import (
+    EXACT_ENUMERATION_MAX_BITS,
+    calibrated_soft_pvalue,
+    calibrated_soft_pvalue_bounds,
+    calibrated_soft_z,
+    gaussian_expected_a,
+    hard_count_log_pvalue,
+    hard_count_power,
+    hard_count_pvalue,
+    hard_count_z,
+    paper_soft_fpr,
+    paper_soft_z,
+    paper_soft_z_null_mean,
+    randomisation_pvalue,
+    snr_bounds,
+    snr_moments,
+    soft_counts,
+    soft_nonmatch_values,
+    soft_null_mean,
+    soft_null_var,
+)
 from pmark_theory._geometry import (
     angle_density,
     cluster_sign_pattern_probs,
@@ -33,6 +54,18 @@ from pmark_theory._geometry import (
     robustness_radius,
 )
 from pmark_theory._hd import hd_median, hd_weights
+from pmark_theory._offline import (
+    MAX_OFFLINE_CHANNELS,
+    offline_expected_samples,
+    offline_factor,
+    offline_literal_law,
+    offline_paper_factor,
+    offline_sig_and_r_factor,
+    offline_sig_and_r_tv,
+    offline_single_channel_positive_mass,
+    offline_single_channel_tv,
+    offline_tv,
+)
 from pmark_theory._rules import (
     NEGATIVE_CONTROL_RULES,
     RULES,
