@@ -34,7 +34,6 @@ from pmark_theory._detection import (
     randomisation_pvalue,
     snr_bounds,
     snr_moments,
-    soft_counts,
     soft_nonmatch_values,
     soft_null_mean,
     soft_null_var,
