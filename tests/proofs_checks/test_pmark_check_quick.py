@@ -1,0 +1,71 @@
+"""The main job end to end: ``pmark check --quick`` reaches every expected verdict and renders its report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from proofs_checks import registry
+
+#: The claim IDs the issue requires a check for.
+REQUIRED = [
+    *(f"C{i}" for i in (1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19)),
+    *(f"E{i}" for i in (5, 6, 7, 8, 11, 18)),
+    *(f"X{i}" for i in range(1, 7)),
+]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pmark") / "report"
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "proofs_checks.cli", "--quick", "--out", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    return proc, out
+
+
+def test_every_required_claim_has_a_check():
+    missing = [i for i in REQUIRED if i not in registry()]
+    assert not missing, f"no check registered for {missing}"
+
+
+def test_quick_run_passes_every_check(quick_run):
+    proc, out = quick_run
+    doc = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    failed = [
+        (r["id"], r["verdict"], r["expected_verdict"], r["measured"])
+        for r in doc["results"]
+        if not r["passed"]
+    ]
+    assert not failed, (
+        f"checks that missed their verdict or whose control passed: {failed}\n{proc.stdout[-3000:]}"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in doc["results"]:
+        assert r["verdict"] == r["expected_verdict"]
+        assert r["negative_control"]["failed"] is True
+        assert r["tolerance"], f"{r['id']} states no tolerance"
+
+
+def test_report_renders_every_referenced_figure(quick_run):
+    _, out = quick_run
+    report = (out / "report.md").read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
+    assert len(refs) >= 7  # the issue names seven figures at least
+    for ref in refs:
+        png = Path(out, ref)
+        assert png.is_file(), ref
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000, ref
+    for r in json.loads((out / "results.json").read_text())["results"]:
+        assert f"## {r['id']}" in report
