@@ -82,6 +82,16 @@ from pmark_theory._rules import (
     select_from_mask,
     signs,
 )
+from pmark_theory._semstamp import (
+    semstamp_distortion_free_condition,
+    semstamp_factor,
+    semstamp_fallback_factor,
+    semstamp_fallback_factor_avg,
+    semstamp_fixed_set_factor,
+    semstamp_is_distortion_free,
+    semstamp_tilted_factor,
+    semstamp_tv,
+)
 from pmark_theory._validate import PMarkValueError
 
 __version__ = "0.1.0"
