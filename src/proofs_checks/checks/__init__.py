@@ -1,3 +1,3 @@
 """The built-in checks, one module per topic; importing this package registers them."""
 
-from proofs_checks.checks import _geometry_checks
+from proofs_checks.checks import _geometry_checks, _online_checks, _semstamp_checks
