@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import betainc
 
 from pmark_theory._validate import PMarkValueError
@@ -48,6 +49,7 @@ Array = jax.Array
 
 
 def _is_concrete(x: Any) -> bool:
+    """True outside tracing; value checks then use NumPy (jnp ops inside a trace return tracers)."""
     return not isinstance(x, jax.core.Tracer)
 
 
@@ -58,7 +60,7 @@ def _check_proxies(proxies: Any, name: str = "proxies") -> Array:
     n, b = proxies.shape
     if n == 0 or b == 0:
         raise PMarkValueError(f"{name} must not be empty, got shape {proxies.shape}")
-    if _is_concrete(proxies) and not bool(jnp.all(jnp.isfinite(proxies))):
+    if _is_concrete(proxies) and not np.all(np.isfinite(np.asarray(proxies))):
         raise PMarkValueError(f"{name} contains NaN or infinite values")
     return proxies
 
@@ -67,7 +69,7 @@ def _check_bits(bits: Any, b: int) -> Array:
     bits = jnp.asarray(bits)
     if bits.shape != (b,):
         raise PMarkValueError(f"bits must have shape [b] = [{b}] to match proxies [N, b], got {bits.shape}")
-    if _is_concrete(bits) and not bool(jnp.all((bits == 0) | (bits == 1))):
+    if _is_concrete(bits) and not np.all(np.isin(np.asarray(bits), (0, 1))):
         raise PMarkValueError("bits must contain only 0 and 1")
     return bits.astype(jnp.int32)
 
@@ -75,7 +77,9 @@ def _check_bits(bits: Any, b: int) -> Array:
 def _check_tiebreak(tiebreak: Any, n: int) -> Array:
     tiebreak = jnp.asarray(tiebreak)
     if tiebreak.shape != (n,):
-        raise PMarkValueError(f"tiebreak must have shape [N] = [{n}] to match proxies [N, b], got {tiebreak.shape}")
+        raise PMarkValueError(
+            f"tiebreak must have shape [N] = [{n}] to match proxies [N, b], got {tiebreak.shape}"
+        )
     return tiebreak
 
 
@@ -299,4 +303,3 @@ def online_select(key: Array, proxies: Any, bits: Any) -> Array:
 def offline_select(key: Array, proxies: Any, bits: Any) -> Array:
     """Offline PMark for one step: a uniform candidate among those of maximal match count (E7)."""
     return OFFLINE.select(key, proxies, bits)
-

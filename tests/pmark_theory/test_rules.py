@@ -222,3 +222,15 @@ def test_cell_dimension_mismatch():
 def test_simmark_interval_order():
     with pytest.raises(PMarkValueError, match="low <= high"):
         pt.simmark_green(np.zeros(3), 0.8, 0.7)
+
+
+def test_rules_accept_constants_closed_over_inside_jit():
+    proxies = np.random.default_rng(0).normal(size=(8, 2))
+
+    @jax.jit
+    def f(bits):
+        return pt.online_survivors(proxies, bits, np.zeros(8)), pt.offline_scores(proxies, np.array([1, 0]))
+
+    surv, h = f(np.array([1, 0]))
+    np.testing.assert_array_equal(surv, pt.online_survivors(proxies, np.array([1, 0]), np.zeros(8)))
+    np.testing.assert_array_equal(h, pt.offline_scores(proxies, np.array([1, 0])))
