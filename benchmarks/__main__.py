@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "benchmark": name,
             "quick": args.quick,
-            "machine": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+            "machine": {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+            },
             "wall_seconds": time.perf_counter() - t0,
             **result,
         }
