@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One entry point that does all set-up on a fresh machine, then runs the job.
-#   bash run.sh check [ARGS...]   the main job: `pmark check` on the embedded defaults (report in ./pmark-report)
+#   bash run.sh check [ARGS...]   the main job: `pmark check` on the embedded defaults (report in ./pmark-report),
+#                                 then `pmark demo` (the real default models: a watermarked and a plain text, detected)
 #   bash run.sh test  [ARGS...]   lint + format check + the fast test suite (what CI runs)
 #   bash run.sh bench             the benchmarks (JSON in benchmarks/results/)
 # The virtual environment .venv is created if missing and (re)installed when pyproject.toml changes.
@@ -28,7 +29,13 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   check)
-    exec "$VENV/bin/pmark" check "$@" ;;
+    rc=0
+    "$VENV/bin/pmark" check "$@" || rc=$?
+    if [ "$rc" -ne 2 ]; then
+      echo "" ; echo "== the real model: pmark demo ==" >&2
+      "$VENV/bin/pmark" demo || rc=$((rc == 0 ? 1 : rc))
+    fi
+    exit "$rc" ;;
   test)
     "$VENV/bin/ruff" check src tests benchmarks
     "$VENV/bin/ruff" format --check src tests benchmarks

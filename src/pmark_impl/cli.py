@@ -183,6 +183,31 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import json
+
+    from pmark_impl._demo import format_demo, run_demo
+
+    check_positive = [("--sentences", args.sentences), ("--n", args.n), ("--channels", args.channels)]
+    for flag, value in check_positive:
+        if value < 1:
+            raise CLIError(f"{flag} must be >= 1, got {value}")
+    try:
+        result = run_demo(
+            prompt=args.prompt,
+            n_sentences=args.sentences,
+            n_candidates=args.n,
+            channels=args.channels,
+            seed=args.seed,
+            model=args.model,
+            encoder_name=args.encoder,
+        )
+    except (OSError, ImportError) as exc:
+        raise CLIError(f"cannot run the demo: {_first_line(exc)}") from None
+    print(json.dumps(result, indent=2) if args.json else format_demo(result))
+    return 0
+
+
 def _progress_bar(total: int, desc: str) -> Any:
     from tqdm import tqdm
 
@@ -309,6 +334,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument("prompt", metavar="PROMPT")
     p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser(
+        "demo",
+        help="real-model demo: a watermarked and an unwatermarked text from the default models, detected",
+    )
+    from pmark_impl._demo import DEFAULT_PROMPT
+
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt")
+    p.add_argument("--sentences", type=int, default=6, help="sentences per text (default 6)")
+    p.add_argument("--n", type=int, default=16, metavar="N", help="candidates per sentence (default 16)")
+    p.add_argument("--channels", type=int, default=4, metavar="b", help="channels b (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the in-memory key and of sampling")
+    p.add_argument("--model", default=None, help="language model (default: offline SmolLM2-135M-Instruct)")
+    p.add_argument("--encoder", default=None, help="sentence encoder (default: offline all-MiniLM-L6-v2)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_cmd_demo)
 
     p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
     common(p)
