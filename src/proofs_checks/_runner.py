@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -21,15 +22,28 @@ __all__ = ["CACHE_DIR", "check_fingerprint", "run_check", "run_checks"]
 CACHE_DIR = "cache"
 
 
+@functools.lru_cache(maxsize=1)
+def _toolkit_digest() -> str:
+    """Hash of every source file of the packages a check can depend on (theory, simulations, checks)."""
+    import pmark_theory
+    import simulations
+
+    h = hashlib.sha256()
+    for pkg in (pmark_theory, simulations, sys.modules["proofs_checks"]):
+        root = Path(pkg.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root.parent)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def check_fingerprint(check: Check) -> str:
-    """Hash of the check's source and of the toolkit version: a cached result is reused only if both match."""
+    """Hash of the check's source and of the toolkit's source: a cached result is reused only if neither changed."""
     try:
         src = inspect.getsource(check.fn)
     except (OSError, TypeError):
         src = repr(check.fn)
-    from pmark_theory import __version__
-
-    return hashlib.sha256(f"{__version__}\n{src}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{_toolkit_digest()}\n{src}".encode()).hexdigest()[:16]
 
 
 def run_check(check: Check, *, seed: int, budget: Budget) -> dict[str, Any]:

@@ -69,6 +69,64 @@ def test_chi_square_with_pooling_is_calibrated_and_z_threshold_is_bonferroni():
     assert z.shape == (200,)
 
 
+def _normal_scores(counts, law):
+    """The plain normal score (c − np)/√(np(1−p)), written here independently (per_cell_z must NOT use it)."""
+    n = counts.sum()
+    return (counts - n * law) / np.sqrt(n * law * (1 - law))
+
+
+def test_per_cell_z_is_calibrated_when_expected_counts_are_far_below_one():
+    rng = np.random.default_rng(6)
+    law = rng.dirichlet(np.full(300, 0.05))  # most cells have n p_i << 1 at n = 5000
+    n, alpha = 5000, 0.05
+    assert np.mean(n * law < 0.1) > 0.5
+    draws = rng.multinomial(n, law, size=REPS)
+    fwer = np.mean([np.max(np.abs(z)) > thr for z, thr in (sim.per_cell_z(c, law, alpha) for c in draws)])
+    # Bonferroni over valid p-values: family-wise false-alarm rate <= α; allow 5 binomial standard errors
+    # (α + 5·√(α(1−α)/REPS) = 0.074; false alarm of this assertion ≈ 3e-7)
+    assert fwer <= alpha + 5 * np.sqrt(alpha * (1 - alpha) / REPS)
+    # negative control: the normal score with the same threshold raises false alarms almost always
+    thr = stats.norm.isf(alpha / (2 * np.count_nonzero(law)))
+    naive = np.mean([np.max(np.abs(_normal_scores(c, law))) > thr for c in draws])
+    assert naive > 0.5
+
+
+def test_per_cell_z_is_the_exact_binomial_tail():
+    # Oracle: scipy's (non-log) binomial tails and normal quantile, for a law with tiny and large cells.
+    law = np.array([0.001, 0.009, 0.09, 0.9])
+    counts = np.array([3, 0, 75, 922])
+    n = counts.sum()
+    z, _ = sim.per_cell_z(counts, law)
+    for zi, c, p in zip(z, counts, law):
+        lower, upper = stats.binom.cdf(c, n, p), stats.binom.sf(c - 1, n, p)
+        two_sided = min(1.0, 2 * min(lower, upper))
+        assert abs(zi) == pytest.approx(stats.norm.isf(two_sided / 2), rel=1e-9, abs=1e-12)
+        assert np.sign(zi) == np.sign(c - n * p) or zi == 0
+    # by hand: n = 1000, p = 0.001, c = 3: P(X >= 3) = 1 − (P0 + P1 + P2) with P_k = C(1000,k) p^k q^(1000−k)
+    q = 0.999
+    upper = 1 - (q**1000 + 1000 * 0.001 * q**999 + 499500 * 0.001**2 * q**998)
+    assert z[0] == pytest.approx(stats.norm.isf(upper), rel=1e-9)
+    # one count where 0.001 expected is not evidence (the normal score would say 31.6)
+    z1, thr = sim.per_cell_z(np.array([1, 999]), np.array([1e-6, 1 - 1e-6]))
+    assert np.all(np.abs(z1) <= thr)
+    assert _normal_scores(np.array([1, 999]), np.array([1e-6, 1 - 1e-6]))[0] > thr
+
+
+def test_per_cell_z_agrees_with_the_normal_score_for_large_counts_and_flags_shifts():
+    law = np.array([0.2, 0.3, 0.5])
+    counts = np.array([20_300, 29_800, 49_900])
+    z, thr = sim.per_cell_z(counts, law)
+    # continuity correction: |Δz| <= 0.5/sd + O(1/sd) with sd >= 126 here
+    np.testing.assert_allclose(z, _normal_scores(counts, law), atol=0.02)
+    assert np.all(np.abs(z) <= thr)  # |z| <= 2.4 against a threshold of 3.8
+    # a decisive excess in a tiny cell (30 counts where 0.1 is expected) is flagged, with a finite z
+    z2, thr2 = sim.per_cell_z(np.array([30, 970]), np.array([1e-4, 1 - 1e-4]))
+    assert np.isfinite(z2).all() and z2[0] > thr2 and z2[0] > 10
+    # both tails underflow (|z| ≈ 300): the normal score is reported, still finite and flagged
+    z3, thr3 = sim.per_cell_z(np.array([90_000, 10_000]), np.array([0.5, 0.5]))
+    assert np.isfinite(z3).all() and z3[0] > 100 and z3[1] < -100 and abs(z3[0]) > thr3
+
+
 def test_merge_small_cells_groups():
     expected = np.array([0.0, 10.0, 1.0, 2.0, 3.0, 0.5, 7.0, 0.2])
     groups = sim.merge_small_cells(expected, 5.0)

@@ -1,4 +1,12 @@
-"""Checks of the proxy geometry: C12, C18, E18, X5, X6."""
+"""Checks of the proxy geometry: C12, C18, E18, X5, X6.
+
+Every sample goes through :mod:`simulations`: uniform directions and the Gaussian cluster model are
+:func:`simulations.make_cluster_model` sources (``ρ = 0``: uniform on the sphere), drawn one per trial by
+:func:`simulations.run_trials`; X6's cosines at d = 768 are the first proxy of the exact null source of
+:mod:`proofs_checks.checks._sources` through simulations' H0 text simulator; X5's bit accuracy is
+:func:`simulations.pmark_bit_step` (the shared online rule, ``pmark_theory.RULES["online"]`` looked up at call
+time) on a source with exactly independent channels.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +18,31 @@ import numpy as np
 from scipy import stats
 
 from pmark_theory import (
-    RULES,
     cluster_sign_prob,
     cosine_law,
     cosine_tail,
     haar_pivots,
     naive_qr_pivots,
     online_bit_accuracy,
-    signs,
 )
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import GOF_P, rng_from_key, verdict, z_within
+from proofs_checks.checks._detection_mc import null_texts
+from proofs_checks.checks._mc_common import fast_compile, run_joint
+from proofs_checks.checks._sources import IndependentChannels, NullProxySource, first_axes
+from simulations import make_cluster_model, pmark_bit_step, run_trials
 
 
-def _sphere(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
-    x = rng.standard_normal((n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+def _unit(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A uniform unit vector ``[d]`` (a random input: a pivot or a cluster centre)."""
+    x = rng.standard_normal(d)
+    return x / np.linalg.norm(x)
+
+
+def _cosines(key: jax.Array, d: int, v: np.ndarray, n: int, fast: bool) -> np.ndarray:
+    """``<x, v>`` for ``n`` directions ``x`` uniform on ``S^(d−1)`` (the cluster model with ρ = 0), ``[n]``."""
+    sphere, vj = make_cluster_model(v, 0.0), jnp.asarray(v)
+    return run_joint(key, [lambda k: sphere.sample(k, 1)[0] @ vj], n, fast)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------- C12
@@ -52,8 +69,7 @@ def _plot_c12(data: dict[str, Any], ax):
 def check_c12(key: jax.Array, budget: Budget) -> Outcome:
     rng = rng_from_key(key)
     d, n = 64, budget.n(200_000, 20_000)
-    v = _sphere(rng, 1, d)[0]
-    t = _sphere(rng, n, d) @ v
+    t = _cosines(key, d, _unit(rng, d), n, budget.quick)
     ks = stats.kstest(t, cosine_law(d).cdf)
     ks_wrong = stats.kstest(t, cosine_law(2 * d).cdf)
     var_se = np.sqrt((np.mean(t**4) - np.mean(t**2) ** 2) / n)
@@ -62,8 +78,8 @@ def check_c12(key: jax.Array, budget: Budget) -> Outcome:
     return Outcome(
         verdict=verdict(holds),
         measured=f"KS p = {ks.pvalue:.3f} (d = {d}, n = {n}); Var T·d = {np.var(t) * d:.4f}",
-        method=f"Monte Carlo: {n} uniform directions against a uniform pivot; KS against the exact law; "
-        "second moment against 1/d.",
+        method=f"Monte Carlo: {n} uniform directions (simulations.make_cluster_model with ρ = 0, run_trials) "
+        "against a uniform pivot; KS against the exact law; second moment against 1/d.",
         statistic={"d": d, "n": n, "ks_p": float(ks.pvalue), "var_T_times_d": float(np.var(t) * d)},
         tolerance=f"KS p > {GOF_P} (false-alarm rate 1e-3); E T² within 5 standard errors of 1/d.",
         control=Control(
@@ -99,12 +115,10 @@ def _plot_x6(data: dict[str, Any], ax):
     figure_caption="Tail of the cosine at d = 768: exact Beta law, Monte Carlo and the normal approximation.",
 )
 def check_x6(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
     d, n = 768, budget.n(400_000, 40_000)
-    # T = first coordinate of a uniform point on the sphere: g1 / |g| with g ~ N(0, I_d) (chi-square for the rest).
-    g1 = rng.standard_normal(n)
-    rest = rng.chisquare(d - 1, n)
-    t = g1 / np.sqrt(g1**2 + rest)
+    # T = first coordinate of a uniform point on S^(d−1): the first proxy of simulations' H0 sentences of the exact
+    # null source (one compiled simulator shared with X4 and C19).
+    t = null_texts(key, NullProxySource(4, d), n, 1, budget.quick)[0][:, 0]
     eps = np.linspace(0.0, 0.12, 13)
     exact = np.array([cosine_tail(e, d) for e in eps])
     mc = np.array([np.mean(np.abs(t) > e) for e in eps])
@@ -118,7 +132,8 @@ def check_x6(key: jax.Array, budget: Budget) -> Outcome:
     return Outcome(
         verdict=verdict(holds),
         measured=f"P(|T| > 0.08) = {p08:.4f} exact, {np.mean(np.abs(t) > 0.08):.4f} MC; KS(T²) p = {ks_sq.pvalue:.3f}",
-        method=f"Exact Beta tails vs Monte Carlo of {n} cosines at d = {d} on a grid of 13 thresholds; KS of T².",
+        method=f"Exact Beta tails vs Monte Carlo of {n} cosines at d = {d} (first coordinates of uniform points, "
+        "simulations' H0 text simulator on the null source of _sources) on a grid of 13 thresholds; KS of T².",
         statistic={
             "p_tail_0.08": p08,
             "mc_tail_0.08": float(np.mean(np.abs(t) > 0.08)),
@@ -216,12 +231,11 @@ def _plot_c18(data: dict[str, Any], ax):
 def check_c18(key: jax.Array, budget: Budget) -> Outcome:
     rng = rng_from_key(key)
     d, rho, b, n = 384, 0.05, 8, budget.n(100_000, 10_000)
-    mu = _sphere(rng, 1, d)[0]
+    mu = _unit(rng, d)
     v = haar_pivots(rng, d, b)
-    xi = rng.standard_normal((n, d)) / np.sqrt(d)
-    x = np.sqrt(rho) * mu + np.sqrt(1 - rho) * xi
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    mc = np.mean(x @ v.T > 0, axis=0)
+    cluster, vj = make_cluster_model(mu, rho), jnp.asarray(v)
+    with fast_compile(budget.quick):
+        mc = run_trials(key, lambda k: cluster.sample(k, 1)[0] @ vj.T > 0, n, reduce="mean").mean
     exact = np.asarray(cluster_sign_prob(v, mu, rho))
     se = np.sqrt(exact * (1 - exact) / n)
     law_ok = all(z_within(m, e, s) for m, e, s in zip(mc, exact, se))
@@ -233,7 +247,8 @@ def check_c18(key: jax.Array, budget: Budget) -> Outcome:
     return Outcome(
         verdict="confirmed" if paper_ok else ("refuted" if refuted else "corrected"),
         measured=f"max |p_v − ½| = {np.max(np.abs(mc - 0.5)):.3f} (ρ = {rho}, d = {d}); exact law within 5 SE: {law_ok}",
-        method=f"Monte Carlo of {n} cluster-model sentences, {b} Haar pivots; per-pivot sign frequency vs exact.",
+        method=f"Monte Carlo of {n} cluster-model sentences (simulations.make_cluster_model, run_trials), {b} Haar "
+        "pivots; per-pivot sign frequency vs exact.",
         statistic={"d": d, "rho": rho, "mc": mc.tolist(), "exact": exact.tolist(), "law_within_5se": law_ok},
         tolerance="each pivot's sign frequency within 5 standard errors of the exact law (and, for the paper's "
         "claim, of ½).",
@@ -271,13 +286,11 @@ def _plot_x5(data: dict[str, Any], ax):
 )
 def check_x5(key: jax.Array, budget: Budget) -> Outcome:
     n_cand, b, n = 64, 4, budget.n(40_000, 4_000)
-    k_prox, k_bits, k_sel = jax.random.split(key, 3)
-    proxies = jax.random.normal(k_prox, (n, n_cand, b))
-    bits = jax.random.bernoulli(k_bits, 0.5, (n, b)).astype(jnp.int32)
-    rule = RULES["online"]
-    idx = jax.jit(jax.vmap(rule.select))(jax.random.split(k_sel, n), proxies, bits)
-    chosen = proxies[jnp.arange(n), idx]
-    acc = np.asarray(jnp.mean(signs(chosen) == bits, axis=0))
+    # Per-channel hard evidence 1{1{F_j(Y) > 0} = r_j} of one watermarked draw (oracle median 0), shared online
+    # rule looked up by name now (call time), on exactly independent continuous symmetric channels.
+    step = pmark_bit_step(IndependentChannels(b), first_axes(b, b + 1), n_cand, np.zeros(b), "online")
+    with fast_compile(budget.quick):
+        acc = np.asarray(run_trials(key, step, n, reduce="mean").mean)
     exact = online_bit_accuracy(n_cand, b)
     se = np.sqrt(exact * (1 - exact) / n)
     ok = all(z_within(a, e, s) for a, e, s in zip(acc, exact, se))
@@ -289,7 +302,8 @@ def check_x5(key: jax.Array, budget: Budget) -> Outcome:
         + "/".join(f"{a:.3f}" for a in acc)
         + " vs exact "
         + "/".join(f"{e:.3f}" for e in exact),
-        method=f"{n} simulated steps of the shared online rule on iid N(0,1) proxies (N = {n_cand}, b = {b}).",
+        method=f"{n} simulated steps of the shared online rule (simulations.pmark_bit_step, run_trials) on iid "
+        f"U(−0.45, 0.45) channels (N = {n_cand}, b = {b}).",
         statistic={"mc": acc.tolist(), "exact": exact.tolist(), "n": n},
         tolerance="each channel within 5 standard errors of the exact accuracy.",
         control=Control(

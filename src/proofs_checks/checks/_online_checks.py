@@ -1,129 +1,43 @@
-"""Checks of online PMark's distortion-freeness and of the countability lemma: C1, C4, C9, C10, E5, E6.
+"""Checks of online PMark's distortion-freeness and of the countability lemma: C1, C4, C10.
 
-The online rule is looked up in ``pmark_theory.RULES["online"]`` at call time, so a test that monkeypatches it
-with a biased split sees C1 and C10 fail. Exact laws given the candidates are computed by enumerating the key
-bits (all ``2**b``) and tie-breaker orders through the very rule the simulator and the real model call.
+The Monte Carlo twins run :func:`simulations.pmark_step` (candidates from a finite universe, fresh key bits,
+the shared rule) through :func:`simulations.run_trials`; the rule is looked up by name in
+``pmark_theory.RULES["online"]`` when the step is built, i.e. at call time, so a test that monkeypatches it with
+a biased split sees C1 and C10 fail. Exact laws given the candidates come from the enumeration helpers of
+:mod:`proofs_checks.checks._online_split_checks` (C9, E5, E6 live there).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from fractions import Fraction
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import pmark_theory
-from pmark_theory import NEGATIVE_CONTROL_RULES, PMarkValueError, haar_pivots
+from pmark_theory import haar_pivots
 from proofs_checks._registry import Budget, Control, Outcome, register_check
-from proofs_checks.checks._common import chi2_gof, rng_from_key, verdict
+from proofs_checks.checks._common import rng_from_key, verdict
+from proofs_checks.checks._mc_common import histograms, law_gof
+from proofs_checks.checks._online_split_checks import (
+    ceil_split_mask,
+    index_law,
+    is_uniform,
+    mean_law,
+    tiebreaks,
+)
+from simulations import make_finite_universe, path_law, pmark_step
 
-_CHUNK = 20_000  # trials per jitted call (one compilation per rule and shape, bounded memory)
-
-
-# ---------------------------------------------------------------------------------------------------- helpers
-@functools.lru_cache(maxsize=16)
-def _mask_grid(mask_fn):
-    """``(proxies[N, b], bits[B, b], tiebreaks[R, N]) -> masks[R, B, N]`` for one rule (jitted)."""
-    over_bits = jax.vmap(mask_fn, in_axes=(None, 0, None))
-    return jax.jit(jax.vmap(over_bits, in_axes=(None, None, 0)))
-
-
-@functools.lru_cache(maxsize=16)
-def _vmapped_mask(mask_fn):
-    return jax.jit(jax.vmap(mask_fn))
-
-
-def _all_bits(b: int) -> np.ndarray:
-    return np.array(list(itertools.product((0, 1), repeat=b)), dtype=np.int32)
-
-
-def _tiebreaks(n: int, rng: np.random.Generator, max_orders: int | None) -> np.ndarray:
-    """Tie-breaker vectors ``[R, N]``: all ``N!`` orders (exact average over uniform U), or ``max_orders`` random
-    ones (the per-order balance is still checked exactly for each)."""
-    if max_orders is None or math.factorial(n) <= max_orders:
-        return np.array(list(itertools.permutations(range(n))), dtype=np.float64)
-    return np.argsort(rng.random((max_orders, n)), axis=1).astype(np.float64)
-
-
-def _index_law(mask_fn, proxies: Any, tiebreaks: np.ndarray) -> tuple[np.ndarray, int]:
-    """Exact ``P(Y = x_i | W, U-order r) = num[r, i] / den``, averaged over the ``2**b`` key bits (C9/C10).
-
-    The output is uniform over the mask; an empty mask falls back to all ``N`` (as ``SelectionRule.weights``).
-    Integer arithmetic: ``den = lcm(mask sizes) · 2**b``.
-    """
-    proxies = np.asarray(proxies, dtype=np.float64)
-    n, b = proxies.shape
-    masks = np.asarray(_mask_grid(mask_fn)(proxies, _all_bits(b), tiebreaks))  # [R, 2^b, N]
-    sizes = masks.sum(axis=-1)
-    masks = np.where((sizes == 0)[..., None], True, masks)
-    sizes = np.where(sizes == 0, n, sizes)
-    lcm = math.lcm(*np.unique(sizes).tolist())
-    num = (masks * (lcm // sizes)[..., None]).sum(axis=1).astype(np.int64)
-    return num, lcm * 2**b
-
-
-def _mean_law(num: np.ndarray, den: int) -> list[Fraction]:
-    """Average over the tie-breaker orders: exact ``P(Y = x_i | W)``."""
-    return [Fraction(int(s), den * num.shape[0]) for s in num.sum(axis=0)]
-
-
-def _is_uniform(num: np.ndarray, den: int) -> bool:
-    """Every index has probability exactly ``1/N`` for every tie-breaker order."""
-    return bool(np.all(num * num.shape[1] == den))
-
-
-def ceil_split_mask(proxies: Any, bits: Any, tiebreak: Any) -> jax.Array:
-    """NEGATIVE CONTROL (E6): halving that does not require ``N % 2**b == 0``.
-
-    Channel ``j`` sorts the current set by ``(F_j, U)``; the upper half is the top ``ceil(n/2)``, the lower the
-    rest. At ``N = 12, b = 3`` the last set has 3 members: probabilities 1/16 and 1/8 instead of 1/12.
-    """
-    proxies = jnp.asarray(proxies)
-    n, b = proxies.shape
-    tiebreak = jnp.asarray(tiebreak)
-    mask = jnp.ones(n, dtype=bool)
-    for j in range(b):
-        order = jnp.lexsort((tiebreak, jnp.where(mask, proxies[:, j], -jnp.inf)))  # non-members first
-        rank = jnp.zeros(n, dtype=jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-        n_cur = jnp.sum(mask)
-        r = rank - (n - n_cur)  # rank within the current set
-        cut = n_cur - (n_cur + 1) // 2
-        mask = jnp.where(bits[j] == 1, mask & (r >= cut), mask & (r < cut))
-    return mask
-
-
-def _select_many(mask_fn, rng: np.random.Generator, proxies: np.ndarray, bits: np.ndarray) -> np.ndarray:
-    """One step per trial: the rule's mask on ``proxies[n, N, b]``, ``bits[n, b]`` with iid uniform tie-breakers,
-    then a uniform index of the mask (an empty mask falls back to all ``N``, as ``select_from_mask``).
-
-    The mask runs jitted in fixed-size chunks (one compilation per rule and shape); the draws are NumPy.
-    """
-    n, n_cand, _ = proxies.shape
-    tiebreak, u = rng.random((n, n_cand)), rng.random((n, n_cand))
-    fn = _vmapped_mask(mask_fn)
-    masks = np.empty((n, n_cand), dtype=bool)
-    for s in range(0, n, _CHUNK):
-        idx = np.arange(s, s + _CHUNK) % n  # the last chunk is padded: same shape, no recompilation
-        masks[s : s + _CHUNK] = np.asarray(fn(proxies[idx], bits[idx], tiebreak[idx]))[: min(_CHUNK, n - s)]
-    masks |= ~masks.any(axis=1, keepdims=True)
-    return np.argmax(np.where(masks, u, -1.0), axis=1)
-
-
-def _universe(rng: np.random.Generator, k: int, d: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
-    p = rng.dirichlet(np.full(k, alpha))
-    x = rng.standard_normal((k, d))
-    return p, x / np.linalg.norm(x, axis=1, keepdims=True)
+__all__ = ["ceil_split_mask"]  # re-exported: the E6 negative control (tests import it from here)
 
 
 # ---------------------------------------------------------------------------------------------------------- C1
 def _plot_c1(data: dict[str, Any], ax):
     p, n = np.asarray(data["p"]), data["n"]
-    keep = p * n >= 5  # as chi2_gof: cells with fewer than 5 expected counts are merged, not z-scored
+    keep = p * n >= 5  # the normal score is a fair picture of the exact per-cell test only there
     p, online, control = p[keep], np.asarray(data["online"])[keep], np.asarray(data["control"])[keep]
     se = np.sqrt(p * (1 - p) / n)
     ax.plot(p, (online - p) / se, "o", ms=4, label="online PMark (rank split)")
@@ -150,25 +64,25 @@ def _plot_c1(data: dict[str, Any], ax):
     "split stays within the Bonferroni bound, the Harrell–Davis split does not.",
 )
 def check_c1(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
+    k_univ, k_piv, k_mc = jax.random.split(key, 3)
     k_sent, d, b, n_cand, n = 50, 16, 2, 8, budget.n(200_000, 20_000)
-    p, x = _universe(rng, k_sent, d, 0.3)  # sparse masses: duplicated candidates, so exact ties are common
-    proxies = x @ haar_pivots(rng, d, b).T  # [K, b]
-    w = rng.choice(k_sent, size=(n, n_cand), p=p)
-    bits = rng.integers(0, 2, (n, b)).astype(np.int32)
-    y = w[np.arange(n), _select_many(pmark_theory.RULES["online"].mask, rng, proxies[w], bits)]
-    y_c = w[np.arange(n), _select_many(NEGATIVE_CONTROL_RULES["hd_split"].mask, rng, proxies[w], bits)]
-    counts, counts_c = np.bincount(y, minlength=k_sent), np.bincount(y_c, minlength=k_sent)
-    gof, gof_c = chi2_gof(counts, p), chi2_gof(counts_c, p)
+    # Sparse masses: duplicated candidates, so exact ties are common.
+    universe = make_finite_universe(k_univ, k_sent, d, alpha=0.3)
+    pivots = haar_pivots(rng_from_key(k_piv), d, b)
+    steps = [pmark_step(universe, pivots, n_cand, name) for name in ("online", "hd_split")]
+    counts, counts_c = histograms(k_mc, steps, n, k_sent, budget.quick)
+    p = universe.probs
+    gof, gof_c = law_gof(counts, p), law_gof(counts_c, p)
     return Outcome(
         verdict=verdict(gof["passed"]),
         measured=f"chi-square p = {gof['p_value']:.3f}, max |z| = {gof['max_abs_z']:.2f} "
         f"(threshold {gof['z_threshold']:.2f}) over {k_sent} sentences",
-        method=f"Monte Carlo: {n} steps of the shared online rule (N = {n_cand}, b = {b}, Haar pivots, d = {d}) on "
-        f"a {k_sent}-sentence universe with Dirichlet(0.3) masses; output counts against P_M.",
+        method=f"Monte Carlo: {n} steps of simulations.pmark_step with the shared online rule (N = {n_cand}, "
+        f"b = {b}, Haar pivots, d = {d}) on a {k_sent}-sentence universe with Dirichlet(0.3) masses "
+        "(make_finite_universe); output counts against P_M (compare_to_law).",
         statistic={"n": n, "gof": gof, "gof_control": gof_c},
-        tolerance="chi-square p > 1e-3 and Bonferroni per-cell |z| (false-alarm rate 1e-3 each); the control must "
-        "fail with p < 1e-12.",
+        tolerance="chi-square p > 1e-3 and Bonferroni per-cell |z| from exact binomial tails (false-alarm rate "
+        "1e-3 each); the control must fail with p < 1e-12.",
         control=Control(
             "the same steps with the split at the Harrell–Davis median (NEGATIVE_CONTROL_RULES['hd_split'])",
             f"chi-square p = {gof_c['p_value']:.1e}, max |z| = {gof_c['max_abs_z']:.1f}",
@@ -251,70 +165,6 @@ def check_c4(key: jax.Array, budget: Budget) -> Outcome:
     )
 
 
-# ---------------------------------------------------------------------------------------------------------- C9
-_C9_SETS = {
-    "tie at the median": [0.0, 0.1, 0.2, 0.3, 0.3, 0.5, 0.6, 0.7],
-    "all equal": [0.0] * 8,
-    "duplicates": [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0],
-    "one value in the middle": [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0],
-}
-
-
-def _tiny_universe_law(mask_fn, proxy: list[float], masses: list[Fraction], n_cand: int) -> list[Fraction]:
-    """Exact ``P^w(s) = Σ_W P(W) Σ_i 1{W_i = s} P(Y = x_i | W)`` over all ``K^N`` ordered candidate tuples."""
-    k = len(proxy)
-    orders = np.array(list(itertools.permutations(range(n_cand))), dtype=np.float64)
-    law = [Fraction(0)] * k
-    for w in itertools.product(range(k), repeat=n_cand):
-        num, den = _index_law(mask_fn, np.array([[proxy[s]] for s in w]), orders)
-        pw = math.prod(masses[s] for s in w)
-        for i, s in enumerate(w):
-            law[s] += pw * Fraction(int(num[:, i].sum()), den * len(orders))
-    return law
-
-
-@register_check(
-    "C9",
-    claim="Single-channel split: P(Y = x_i | W) = 1/N for every index and ANY candidate multiset (ties, "
-    "duplicates) when the split is a balanced N/2 + N/2 partition independent of the key; hence P^w = P_M.",
-    paper_says="Theorem (Distortion-free on a Single Channel): with the median split (ties broken randomly), "
-    "P(Y = x_i | W) = 1/N and P^w = P_M.",
-    expected="confirmed",
-)
-def check_c9(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
-    rule = pmark_theory.RULES["online"]
-    orders = _tiebreaks(8, rng, None)
-    sets = {**_C9_SETS, "distinct": rng.standard_normal(8).tolist()}
-    uniform = {
-        name: _is_uniform(*_index_law(rule.mask, np.array(v)[:, None], orders)) for name, v in sets.items()
-    }
-    proxy, masses = [0.0, 0.0, 1.0], [Fraction(1, 2), Fraction(1, 3), Fraction(1, 6)]  # sentences 0, 1 tie
-    law = _tiny_universe_law(rule.mask, proxy, masses, 4)
-    marginal_ok = law == masses
-    ctrl = NEGATIVE_CONTROL_RULES["median_split"]
-    c_law = _mean_law(*_index_law(ctrl.mask, np.array(_C9_SETS["tie at the median"])[:, None], orders))
-    c_uniform = all(v == Fraction(1, 8) for v in c_law)
-    return Outcome(
-        verdict=verdict(all(uniform.values()) and marginal_ok),
-        measured=f"P(Y = x_i | W) = 1/8 exactly for every index and all 8! tie orders: {uniform}; "
-        f"exact P^w on a 3-sentence universe with a tie (N = 4) = P_M: {marginal_ok}",
-        method="Exact rational enumeration over both key bits and all tie-breaker orders of the shared online rule "
-        "(b = 1, N = 8); P^w by enumerating all 3^4 candidate tuples.",
-        statistic={
-            "uniform": uniform,
-            "tiny_universe_law": [str(v) for v in law],
-            "P_M": [str(v) for v in masses],
-        },
-        tolerance="exact (rational arithmetic).",
-        control=Control(
-            "the paper's 'F ≥ median' split (NEGATIVE_CONTROL_RULES['median_split']) on the tie multiset",
-            "P(Y = x_i | W) = " + ", ".join(str(v) for v in c_law),
-            failed=not c_uniform,
-        ),
-    )
-
-
 # ---------------------------------------------------------------------------------------------------------- C10
 def _plot_c10(data: dict[str, Any], ax):
     ax.loglog(data["exact"], data["observed"], "o", ms=2, label="online PMark, T = 3 Markov text")
@@ -352,32 +202,24 @@ def _c10_proxy_sets(rng: np.random.Generator) -> dict[str, np.ndarray]:
 )
 def check_c10(key: jax.Array, budget: Budget) -> Outcome:
     rng = rng_from_key(key)
+    k_univ, k_mc = jax.random.split(key)
     rule = pmark_theory.RULES["online"]
-    orders = _tiebreaks(8, rng, None if not budget.quick else 1000)
-    exact = {name: _is_uniform(*_index_law(rule.mask, f, orders)) for name, f in _c10_proxy_sets(rng).items()}
+    orders = tiebreaks(8, rng, None if not budget.quick else 1000)
+    exact = {name: is_uniform(*index_law(rule.mask, f, orders)) for name, f in _c10_proxy_sets(rng).items()}
     # Monte Carlo: T = 3 sentences of a Markov source on K = 6 sentences, two pivots 30° apart.
     k_sent, d, b, n_cand, t_len, n = 6, 4, 2, 8, 3, budget.n(160_000, 20_000)
-    p0 = rng.dirichlet(np.ones(k_sent))
-    trans = rng.dirichlet(np.ones(k_sent), size=k_sent)
-    _, x = _universe(rng, k_sent, d, 1.0)
+    universe = make_finite_universe(k_univ, k_sent, d, markov_alpha=1.0)
     v1, w = haar_pivots(rng, d, 2)
     pivots = np.stack([v1, np.cos(np.pi / 6) * v1 + np.sin(np.pi / 6) * w])
-    proxies = x @ pivots.T
-    texts = np.zeros((n, t_len), dtype=np.int64)
-    for t in range(t_len):
-        probs = p0[None, :] if t == 0 else trans[texts[:, t - 1]]
-        cum = np.cumsum(probs, axis=1)
-        cand = np.minimum((rng.random((n, n_cand, 1)) > cum[:, None, :]).sum(-1), k_sent - 1)
-        bits = rng.integers(0, 2, (n, b)).astype(np.int32)
-        texts[:, t] = cand[np.arange(n), _select_many(rule.mask, rng, proxies[cand], bits)]
-    joint = p0[:, None, None] * trans[:, :, None] * trans[None, :, :]
-    counts = np.bincount(np.ravel_multi_index(texts.T, (k_sent,) * t_len), minlength=k_sent**t_len)
-    gof = chi2_gof(counts, joint.ravel())
+    text_step = pmark_step(universe, pivots, n_cand, "online", text_length=t_len)
+    (counts,) = histograms(k_mc, [text_step], n, k_sent**t_len, budget.quick)
+    joint = path_law(universe, t_len)
+    gof = law_gof(counts, joint)
     # Paper-literal: no divisibility condition; N = 12, b = 3 needs a non-balanced (ceil) split.
-    num, den = _index_law(
+    num, den = index_law(
         ceil_split_mask, rng.standard_normal((12, 3)), np.argsort(rng.random((4, 12)), 1) * 1.0
     )
-    ceil_law = sorted(set(_mean_law(num, den)))
+    ceil_law = sorted(set(mean_law(num, den)))
     paper_holds = ceil_law == [Fraction(1, 12)]
     return Outcome(
         verdict=verdict(paper_holds, all(exact.values()) and gof["passed"]),
@@ -385,114 +227,16 @@ def check_c10(key: jax.Array, budget: Budget) -> Outcome:
         f"p = {gof['p_value']:.3f}, max |z| = {gof['max_abs_z']:.2f}; N = 12, b = 3 (ceil split): "
         + ", ".join(str(v) for v in ceil_law),
         method=f"Exact rational enumeration over 2^b keys × {len(orders)} tie orders (N = 8) of the shared rule on "
-        f"non-orthogonal proxies; Monte Carlo of {n} texts of T = {t_len} sentences (K = {k_sent} Markov source, "
-        f"N = {n_cand}, b = {b}, pivots 30° apart), joint counts against P_M over {k_sent**t_len} cells.",
+        f"non-orthogonal proxies; Monte Carlo of {n} texts of T = {t_len} sentences (simulations.pmark_step with "
+        f"text_length, K = {k_sent} Markov source, N = {n_cand}, b = {b}, pivots 30° apart, a fresh key per "
+        f"sentence), joint counts against path_law over {k_sent**t_len} cells.",
         statistic={"exact_uniform": exact, "gof_joint": gof, "ceil_law_N12_b3": [str(v) for v in ceil_law]},
-        tolerance="exact (integer arithmetic) for 1/N; chi-square p > 1e-3 and Bonferroni per-cell |z| for the "
-        "joint law.",
+        tolerance="exact (integer arithmetic) for 1/N; chi-square p > 1e-3 and Bonferroni per-cell |z| from exact "
+        "binomial tails for the joint law.",
         control=Control(
             "the paper-literal halving at N = 12, b = 3 (top ceil(n/2) kept as the upper half)",
             "P(Y = x_i | W) ∈ {" + ", ".join(str(v) for v in ceil_law) + "}",
             failed=not paper_holds,
         ),
-        plot_data={"N": n_cand, "b": b, "exact": joint.ravel().tolist(), "observed": (counts / n).tolist()},
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------- E5
-_E5_VALUES = [0.0, 0.1, 0.2, 0.3, 0.3, 0.5, 0.6, 0.7]
-
-
-def _plot_e5(data: dict[str, Any], ax):
-    i = np.arange(len(data["rank"]))
-    ax.bar(i - 0.2, data["median"], 0.4, color="tab:red", label="paper: F ≥ median")
-    ax.bar(i + 0.2, data["rank"], 0.4, color="tab:green", label="rank split (F, U)")
-    ax.axhline(1 / len(i), color="k", ls="--", lw=1, label="1/N")
-    ax.set_xticks(i, [f"{v:g}" for v in data["values"]])
-    ax.set_xlabel("candidate proxy value F(x_i)")
-    ax.set_ylabel("P(Y = x_i | W)")
-    ax.set_title("single channel, N = 8, a tie at the median")
-    ax.legend(fontsize=8)
-    return ax
-
-
-@register_check(
-    "E5",
-    claim="'F ≥ median' is unbalanced when the middle values tie (N = 8: 1/10 and 1/6 instead of 1/8); the rank "
-    "split by (F_i, U_i) with iid uniform tie-breakers gives exactly 1/N.",
-    paper_says="F_upper = {x_i | f_i ≥ m_v}, F_lower = {x_i | f_i < m_v}, with ties broken randomly to ensure "
-    "balance.",
-    expected="corrected",
-    plot=_plot_e5,
-    figure_caption="Selection law given the candidates (0, .1, .2, .3, .3, .5, .6, .7): '≥ median' vs rank split.",
-)
-def check_e5(key: jax.Array, budget: Budget) -> Outcome:
-    orders = _tiebreaks(8, rng_from_key(key), None)
-    proxies = np.array(_E5_VALUES)[:, None]
-    rank = _mean_law(*_index_law(pmark_theory.RULES["online"].mask, proxies, orders))
-    med = _mean_law(*_index_law(NEGATIVE_CONTROL_RULES["median_split"].mask, proxies, orders))
-    paper_holds = all(v == Fraction(1, 8) for v in med)
-    rank_ok = all(v == Fraction(1, 8) for v in rank)
-    expected_med = [Fraction(1, 6)] * 3 + [Fraction(1, 10)] * 5
-    return Outcome(
-        verdict=verdict(paper_holds, rank_ok),
-        measured="'≥ median': "
-        + ", ".join(str(v) for v in med)
-        + "; rank split: "
-        + ", ".join(str(v) for v in rank),
-        method="Exact rational enumeration over both key bits and all 8! tie-breaker orders.",
-        statistic={
-            "median_split": [str(v) for v in med],
-            "rank_split": [str(v) for v in rank],
-            "median_split_matches_1/6_1/10": med == expected_med,
-        },
-        tolerance="exact (rational arithmetic).",
-        control=Control(
-            "the paper's 'F ≥ median' split (NEGATIVE_CONTROL_RULES['median_split'])",
-            "P ∈ {" + ", ".join(sorted({str(v) for v in med})) + "}",
-            failed=not paper_holds,
-        ),
-        plot_data={"values": _E5_VALUES, "median": [float(v) for v in med], "rank": [float(v) for v in rank]},
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------- E6
-@register_check(
-    "E6",
-    claim="Multi-channel halving requires N % 2^b == 0; otherwise the toolkit raises PMarkValueError (N = 12, "
-    "b = 3 with a ceil split gives 1/16 and 1/8).",
-    paper_says="For i = 1..b, V_i = D(V_(i−1)|k_i, F_i) with |V| = |W|/2 (no condition on N; experiments use "
-    "N = 64, b = 4).",
-    expected="corrected",
-)
-def check_e6(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
-    rule = pmark_theory.RULES["online"]
-    orders = np.argsort(rng.random((4, 12)), axis=1).astype(np.float64)
-    ceil = _mean_law(*_index_law(ceil_split_mask, rng.standard_normal((12, 3)), orders))
-    try:
-        rule.mask(jnp.asarray(rng.standard_normal((12, 3))), jnp.zeros(3, jnp.int32), jnp.arange(12.0))
-        error = None
-    except PMarkValueError as exc:
-        error = str(exc)
-    clear = error is not None and "2**b" in error and "12" in error
-    num, den = _index_law(
-        rule.mask, rng.standard_normal((16, 3)), np.argsort(rng.random((64, 16)), axis=1) * 1.0
-    )
-    ok16 = _is_uniform(num, den)
-    paper_holds = all(v == Fraction(1, 12) for v in ceil)
-    values = sorted(set(ceil))
-    return Outcome(
-        verdict=verdict(paper_holds, clear and ok16 and values == [Fraction(1, 16), Fraction(1, 8)]),
-        measured=f"ceil split at N = 12, b = 3: P ∈ {{{', '.join(str(v) for v in values)}}}; rule raises: "
-        f"{error!r}; N = 16, b = 3 exact 1/16: {ok16}",
-        method="Exact rational enumeration over the 8 key-bit vectors (4 tie orders); the shared rule called with "
-        "N = 12, b = 3.",
-        statistic={"ceil_law": [str(v) for v in ceil], "error": error, "uniform_N16_b3": ok16},
-        tolerance="exact (rational arithmetic); the error message must name N and 2**b.",
-        control=Control(
-            "a ceil split (top ceil(n/2) kept as the upper half) at N = 12, b = 3",
-            f"P ∈ {{{', '.join(str(v) for v in values)}}} instead of 1/12",
-            failed=not paper_holds,
-        ),
+        plot_data={"N": n_cand, "b": b, "exact": joint.tolist(), "observed": (counts / n).tolist()},
     )

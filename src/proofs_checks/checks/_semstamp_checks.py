@@ -1,9 +1,8 @@
-"""Checks of SemStamp as sampling-then-selecting and of the code-space view: C2, C5, C6, C7, C8, X1.
+"""Checks of SemStamp's code space and exact law: C2, C5, C8, X1 (the Monte Carlo twins C6, C7 live in
+:mod:`proofs_checks.checks._semstamp_mc_checks`).
 
-Exact laws come from ``pmark_theory._semstamp``; the Monte Carlo twins below simulate SemStamp on a finite
-sentence universe (sentences → cells), vectorised over trials in NumPy: a batch's valid candidates are
-``green[cell]`` (``pmark_theory.green_candidates``), the fallback keeps the whole batch when none is valid
-(``pmark_theory.fallback_mask``), and the output is uniform over the valid candidates.
+Exact laws come from ``pmark_theory._semstamp``; the green sets of C5 are drawn by the shared JAX rule
+``pmark_theory.random_green_set`` (the simulator's green sets) through :func:`simulations.run_trials`.
 """
 
 from __future__ import annotations
@@ -21,57 +20,13 @@ from pmark_theory import random_green_set
 from pmark_theory._semstamp import (
     semstamp_distortion_free_condition,
     semstamp_factor,
-    semstamp_fallback_factor,
     semstamp_fixed_set_factor,
-    semstamp_tilted_factor,
     semstamp_tv,
 )
 from proofs_checks._registry import Budget, Control, Outcome, register_check
-from proofs_checks.checks._common import chi2_gof, rng_from_key, verdict, z_within
-
-_EXACT_TOL = 1e-12
-
-
-def _random_sets(rng: np.random.Generator, n: int, m: int, g: int) -> np.ndarray:
-    """``n`` uniform ``g``-subsets of ``m`` cells as boolean masks ``[n, m]`` (C5)."""
-    idx = np.argsort(rng.random((n, m)), axis=1)[:, :g]
-    out = np.zeros((n, m), dtype=bool)
-    np.put_along_axis(out, idx, True, axis=1)
-    return out
-
-
-def _simulate(
-    rng: np.random.Generator,
-    p: np.ndarray,
-    cells: np.ndarray,
-    green: np.ndarray,
-    n_cand: int,
-    mode: str,
-    g: int | None = None,
-) -> np.ndarray:
-    """SemStamp outputs (sentence indices ``[n]``) for green sets ``green[n, M]``, one trial per row (C6, C7).
-
-    Modes (E3): ``"retry"`` keeps each trial's ``S`` and redraws batches of ``N`` until one has a green
-    candidate; ``"fallback"`` draws one batch and outputs a uniform candidate of it when none is green;
-    ``"tilted"`` redraws ``S`` (a uniform ``g``-subset) together with each batch (the negative control).
-    """
-    green = green.copy()
-    n = green.shape[0]
-    out = np.full(n, -1, dtype=np.int64)
-    active = np.arange(n)
-    while active.size:
-        if mode == "tilted":
-            green[active] = _random_sets(rng, active.size, green.shape[1], g)
-        w = rng.choice(p.size, size=(active.size, n_cand), p=p)
-        valid = np.take_along_axis(green[active], cells[w], axis=1)
-        hit = valid.any(axis=1)
-        if mode == "fallback":
-            valid |= ~hit[:, None]
-            hit[:] = True
-        pick = w[np.arange(active.size), np.argmax(np.where(valid, rng.random(valid.shape), -1.0), axis=1)]
-        out[active[hit]] = pick[hit]
-        active = active[~hit]
-    return out
+from proofs_checks.checks._common import rng_from_key, verdict, z_within
+from proofs_checks.checks._mc_common import EXACT_TOL as _EXACT_TOL
+from proofs_checks.checks._mc_common import run_joint
 
 
 # ---------------------------------------------------------------------------------------------------------- C2
@@ -137,7 +92,7 @@ def check_c5(key: jax.Array, budget: Budget) -> Outcome:
     )
     # Monte Carlo of the shared rule pmark_theory.random_green_set (the simulator's green sets).
     m, g, n = 8, 2, budget.n(100_000, 4_000)
-    masks = np.asarray(jax.jit(jax.vmap(lambda k: random_green_set(k, m, g)))(jax.random.split(key, n)))
+    (masks,) = run_joint(key, [lambda k: random_green_set(k, m, g)], n, budget.quick)  # [n, M]
     freq = masks.mean(axis=0)
     se = math.sqrt(g / m * (1 - g / m) / n)
     mc_ok = bool(np.all(masks.sum(axis=1) == g)) and all(z_within(f, g / m, se) for f in freq)
@@ -148,7 +103,8 @@ def check_c5(key: jax.Array, budget: Budget) -> Outcome:
         verdict=verdict(exact_ok and mc_ok),
         measured=f"P(u ∈ S) = g/M exactly for (M, g) in {grid}: {exact_ok}; random_green_set (M = 8, g = 2, "
         f"n = {n}): max |freq − ¼| = {np.max(np.abs(freq - g / m)):.4f} ({np.max(np.abs(freq - g / m)) / se:.1f} SE)",
-        method="Exact rational enumeration of all g-subsets; Monte Carlo of the shared jax rule random_green_set.",
+        method="Exact rational enumeration of all g-subsets; Monte Carlo of the shared JAX rule random_green_set "
+        "(simulations.run_trials, one key per draw).",
         statistic={"grid": grid, "exact": exact_ok, "mc_freq": freq.tolist(), "mc_se": se},
         tolerance="exact (rational arithmetic); each Monte Carlo frequency within 5 standard errors.",
         control=Control(
@@ -156,166 +112,6 @@ def check_c5(key: jax.Array, budget: Budget) -> Outcome:
             "P(u ∈ S) = " + ", ".join(str(v) for v in ctrl),
             failed=ctrl != [Fraction(3, 8)] * 8,
         ),
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------- C6
-def _plot_c6(data: dict[str, Any], ax):
-    u = np.arange(len(data["c7"]))
-    ax.plot(u, data["c7"], "ks--", label="fixed-S average (eq. sem_pmf)")
-    ax.plot(u, data["tilted_exact"], "r^:", label="tilted law (S redrawn with the batch)")
-    ax.errorbar(
-        u + 0.12,
-        data["tilted_mc"],
-        yerr=2 * np.asarray(data["tilted_se"]),
-        fmt="o",
-        mfc="none",
-        color="tab:red",
-        ms=5,
-        label="Monte Carlo, S redrawn until V ≠ ∅ (±2 SE)",
-    )
-    ax.set_xlabel("cell u")
-    ax.set_ylabel("P(F(Y) = u)")
-    ax.set_title(f"SemStamp, M = {len(u)}, g = {data['g']}, N = {data['N']}")
-    ax.legend(fontsize=8)
-    return ax
-
-
-@register_check(
-    "C6",
-    claim="For a FIXED green set S (q(S) > 0) with batches redrawn until V ≠ ∅, P(Y=s|S) = P_M(s)1{F(s)∈S}/q(S) "
-    "for every N; with one batch and a uniform fallback, P(Y=s|S) = P_M(s)[(1−(1−Q)^N)/Q·1{u∈S} + "
-    "(1−Q)^(N−1)·1{u∉S}]; redrawing S with the batch (conditioning on V ≠ ∅) tilts the law of S.",
-    paper_says="Lemma (Probability Scaling of Green Region): for any fixed S and any N ≥ 1, Y ~ P_M(·|F ∈ S), "
-    "independent of N (V assumed non-empty).",
-    expected="corrected",
-    plot=_plot_c6,
-    figure_caption="Cell law of SemStamp when S is redrawn with each batch: it follows the tilted law, not eq. sem_pmf.",
-)
-def check_c6(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
-    m, g, n = 8, 2, budget.n(200_000, 20_000)
-    p = rng.dirichlet(np.full(3 * m, 0.5))  # 24 sentences, 3 per cell
-    cells = np.arange(3 * m) % m
-    q = np.bincount(cells, weights=p, minlength=m)
-    green = np.zeros(m, dtype=bool)
-    green[np.argsort(q)[[2, 5]]] = True  # a fixed S of middling mass
-    fixed = np.broadcast_to(green, (n, m))
-    cond = p * semstamp_fixed_set_factor(q, green)[cells]
-    gofs = {}
-    for n_cand in (2, 5):
-        y = _simulate(rng, p, cells, fixed, n_cand, "retry")
-        gofs[f"retry N={n_cand} vs P_M(·|S)"] = chi2_gof(np.bincount(y, minlength=p.size), cond)
-    y = _simulate(rng, p, cells, fixed, 2, "fallback")
-    counts_fb = np.bincount(y, minlength=p.size)
-    gofs["fallback N=2 vs fallback law"] = chi2_gof(
-        counts_fb, p * semstamp_fallback_factor(q, green, 2)[cells]
-    )
-    y = _simulate(rng, p, cells, _random_sets(rng, n, m, g), 2, "tilted", g)
-    counts_t = np.bincount(cells[y], minlength=m)
-    tilted = q * semstamp_tilted_factor(q, g, 2)
-    c7 = q * semstamp_factor(q, g, "bruteforce")
-    gofs["tilted N=2 vs tilted law"] = chi2_gof(counts_t, tilted)
-    paper = {
-        "fallback N=2 vs P_M(·|S)": chi2_gof(counts_fb, cond),
-        "tilted N=2 vs eq. sem_pmf": chi2_gof(counts_t, c7),
-    }
-    paper_holds = all(r["passed"] for r in paper.values())
-    ctrl = paper["tilted N=2 vs eq. sem_pmf"]
-    return Outcome(
-        verdict=verdict(paper_holds, all(r["passed"] for r in gofs.values())),
-        measured="; ".join(f"{k}: p = {r['p_value']:.3g}" for k, r in {**gofs, **paper}.items()),
-        method=f"Monte Carlo, {n} trials per variant, 24 sentences in M = {m} cells, fixed S = "
-        f"{np.flatnonzero(green).tolist()} (q(S) = {q[green].sum():.3f}), g = {g}.",
-        statistic={"gof": gofs, "paper": paper, "q": q.tolist(), "Q": float(q[green].sum())},
-        tolerance="chi-square p > 1e-3 and Bonferroni per-cell |z| (false-alarm rate 1e-3 each); the control must "
-        "fail with p < 1e-12.",
-        control=Control(
-            "S redrawn together with each batch until V ≠ ∅, tested against eq. sem_pmf",
-            f"chi-square p = {ctrl['p_value']:.1e}",
-            failed=bool(ctrl["p_value"] < 1e-12),
-            statistic=ctrl,
-        ),
-        plot_data={
-            "g": g,
-            "N": 2,
-            "c7": c7.tolist(),
-            "tilted_exact": tilted.tolist(),
-            "tilted_mc": (counts_t / n).tolist(),
-            "tilted_se": np.sqrt(tilted * (1 - tilted) / n).tolist(),
-        },
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------- C7
-def _plot_c7(data: dict[str, Any], ax):
-    q, a = np.asarray(data["q"]), np.asarray(data["A"])
-    ax.plot(q, a, "ks", label="exact A(u) (brute force = X1)")
-    ax.errorbar(
-        q,
-        data["A_mc"],
-        yerr=2 * np.asarray(data["A_se"]),
-        fmt="o",
-        color="tab:blue",
-        ms=4,
-        label="Monte Carlo of the sampler (±2 SE)",
-    )
-    ax.axhline(1.0, color="r", lw=1, ls="--", label="distortion-free: A ≡ 1")
-    ax.set_xscale("log")
-    ax.set_xlabel("natural cell mass q(u)")
-    ax.set_ylabel("A(u) = P^w / P_M")
-    ax.set_title(f"SemStamp, M = {len(q)}, g = {data['g']}")
-    ax.legend(fontsize=8)
-    return ax
-
-
-@register_check(
-    "C7",
-    claim="P^w(s) = P_M(s)·A(u), A(u) = C(M,g)⁻¹ Σ_{|S|=g, S∋u} 1/q(S) (fixed S, retries); "
-    "Σ_u q(u)A(u) = 1; A ≡ 1 for uniform q.",
-    paper_says="Theorem (Closed-form of Watermarked PMF), eq. sem_pmf.",
-    expected="confirmed",
-    plot=_plot_c7,
-    figure_caption="SemStamp's ratio A(u) = P^w/P_M against the natural cell mass (M = 8, g = 2, LSH h = 3).",
-)
-def check_c7(key: jax.Array, budget: Budget) -> Outcome:
-    rng = rng_from_key(key)
-    m, g, n = 8, 2, budget.n(200_000, 20_000)
-    q = rng.dirichlet(np.full(m, 0.5))
-    a_bf, a_x1 = semstamp_factor(q, g, "bruteforce"), semstamp_factor(q, g, "exact")
-    rel = float(np.max(np.abs(a_x1 - a_bf) / a_bf))
-    norm = max(abs(float(np.sum(q * a_bf)) - 1), abs(float(np.sum(q * a_x1)) - 1))
-    flat = max(
-        float(np.max(np.abs(semstamp_factor(np.full(m, 1 / m), g, meth) - 1)))
-        for meth in ("bruteforce", "exact")
-    )
-    y = _simulate(rng, q, np.arange(m), _random_sets(rng, n, m, g), 4, "retry")  # one sentence per cell
-    counts = np.bincount(y, minlength=m)
-    gof = chi2_gof(counts, q * a_bf)
-    gof_c = chi2_gof(counts, q)
-    holds = rel <= _EXACT_TOL and norm <= _EXACT_TOL and flat <= _EXACT_TOL and gof["passed"]
-    return Outcome(
-        verdict=verdict(holds),
-        measured=f"max rel |X1 − brute force| = {rel:.1e}; |Σ q A − 1| = {norm:.1e}; uniform q: max |A − 1| = "
-        f"{flat:.1e}; sampler chi-square p = {gof['p_value']:.3f}",
-        method=f"Brute force over C({m},{g}) green sets vs the polynomial X1 quadrature; Monte Carlo of {n} "
-        "SemStamp steps (uniform S per step, kept while batches of N = 4 are redrawn until one has a green "
-        "candidate).",
-        statistic={"rel_err_x1": rel, "norm_err": norm, "uniform_err": flat, "gof": gof, "q": q.tolist()},
-        tolerance="1e-12 (relative) for exact computations; chi-square p > 1e-3 and Bonferroni per-cell |z|.",
-        control=Control(
-            "the same output counts against the natural law q (no distortion)",
-            f"chi-square p = {gof_c['p_value']:.1e}",
-            failed=bool(gof_c["p_value"] < 1e-12),
-            statistic=gof_c,
-        ),
-        plot_data={
-            "g": g,
-            "q": q.tolist(),
-            "A": a_bf.tolist(),
-            "A_mc": (counts / n / q).tolist(),
-            "A_se": (np.sqrt(q * a_bf * (1 - q * a_bf) / n) / q).tolist(),
-        },
     )
 
 
