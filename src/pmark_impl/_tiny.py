@@ -6,6 +6,11 @@ offline by ``tokenizers`` on an embedded corpus: five words, the terminal marks 
 end within a few tokens) and ``-inf`` on ``<bos> <unk> <pad>`` (never sampled). With a cap of a few tokens the
 sampler's sentence space has a few hundred outcomes, and :func:`enumerate_sentences` gives its exact law.
 
+Options for tests that need a large sentence space rather than an enumerable one (e.g. power on multi-sentence
+texts): ``corpus=`` trains the tokenizer on other texts (a larger word vocabulary; it must contain ``. ! ?``), and
+``eos_bias=`` sets the ``<eos>`` bias apart from the marks' (``-inf``: a sentence never ends the text). The
+defaults reproduce the model above exactly.
+
 Everything is seeded by ``seed`` through a ``torch.Generator`` (no global seeding); the weights are float64 so that
 the enumeration and :meth:`~pmark_impl._sampler.LMSentenceSampler.sentence_logprob` agree to ~1e-12.
 """
@@ -13,6 +18,7 @@ the enumeration and :meth:`~pmark_impl._sampler.LMSentenceSampler.sentence_logpr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,11 +41,14 @@ TINY_SPECIALS = ("<eos>", "<bos>", "<unk>", "<pad>")
 _MARKS = (".", "!", "?")
 
 
-def make_tiny_tokenizer() -> Any:
-    """A word-level ``PreTrainedTokenizerFast`` trained offline on :data:`TINY_CORPUS`.
+def make_tiny_tokenizer(corpus: Sequence[str] | None = None) -> Any:
+    """A word-level ``PreTrainedTokenizerFast`` trained offline on :data:`TINY_CORPUS` (or ``corpus``).
 
     Whitespace pre-tokenizer (words and punctuation runs), WordPiece decoder with cleanup (``"cat ."`` decodes to
     ``"cat."``). Unknown words map to ``<unk>``; nothing is added around an encoding.
+
+    Args:
+      corpus: training texts; their words and punctuation runs are the vocabulary (default :data:`TINY_CORPUS`).
 
     Returns:
       The tokenizer, with ``eos_token="<eos>"``, ``bos_token="<bos>"``, ``unk_token``, ``pad_token`` set.
@@ -50,7 +59,8 @@ def make_tiny_tokenizer() -> Any:
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.decoder = decoders.WordPiece(cleanup=True)
-    tok.train_from_iterator(list(TINY_CORPUS), trainers.WordLevelTrainer(special_tokens=list(TINY_SPECIALS)))
+    corpus = _check_corpus(corpus)
+    tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=list(TINY_SPECIALS)))
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<eos>",
@@ -59,6 +69,17 @@ def make_tiny_tokenizer() -> Any:
         pad_token="<pad>",
         clean_up_tokenization_spaces=False,
     )
+
+
+def _check_corpus(corpus: Sequence[str] | None) -> list[str]:
+    if corpus is None:
+        return list(TINY_CORPUS)
+    if isinstance(corpus, str) or not isinstance(corpus, Sequence) or not corpus:
+        raise PMarkValueError("corpus must be a non-empty list of str")
+    for i, text in enumerate(corpus):
+        if not isinstance(text, str):
+            raise PMarkValueError(f"corpus[{i}] must be a str, got {type(text).__name__}")
+    return list(corpus)
 
 
 @torch.no_grad()
@@ -70,6 +91,8 @@ def make_tiny_lm(
     logit_scale: float = 2.0,
     end_bias: float = 0.5,
     dtype: torch.dtype = torch.float64,
+    corpus: Sequence[str] | None = None,
+    eos_bias: float | None = None,
 ) -> tuple[Any, Any]:
     """A tiny Llama with random weights and a biased output layer, with its word-level tokenizer.
 
@@ -82,15 +105,24 @@ def make_tiny_lm(
       end_bias: bias added to the logits of ``. ! ?`` and ``<eos>``; ``-inf`` gives a model that never ends a
         sentence (every row stops at the cap).
       dtype: parameter dtype (float64 for exact enumeration).
+      corpus: tokenizer training texts (default :data:`TINY_CORPUS`); must contain the marks ``. ! ?``.
+      eos_bias: bias on ``<eos>`` (default ``end_bias``); ``-inf`` gives texts that never end before the
+        sentence limit (every candidate ends at a mark or at the cap).
 
     Returns:
       ``(model, tokenizer)``; the model is in eval mode.
+
+    Raises:
+      PMarkValueError: ``corpus`` is empty, holds a non-string, or lacks one of ``. ! ?``.
     """
     from transformers import LlamaConfig, LlamaForCausalLM
 
     seed = check_positive_int("seed", seed, minimum=0)
-    tokenizer = make_tiny_tokenizer()
+    tokenizer = make_tiny_tokenizer(corpus)
     vocab = len(tokenizer)
+    missing = [t for t in _MARKS if t not in tokenizer.get_vocab()]
+    if missing:
+        raise PMarkValueError(f"corpus must contain the terminal marks . ! ? (missing {' '.join(missing)})")
     config = LlamaConfig(
         vocab_size=vocab,
         hidden_size=hidden_size,
@@ -126,8 +158,9 @@ def make_tiny_lm(
         else:  # projections: variance-preserving N(0, 1/fan_in)
             p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64) / math.sqrt(p.shape[1]))
     bias = torch.zeros(vocab, dtype=torch.float64)
-    for t in (*_MARKS, "<eos>"):
+    for t in _MARKS:
         bias[tokenizer.convert_tokens_to_ids(t)] = end_bias
+    bias[tokenizer.convert_tokens_to_ids("<eos>")] = end_bias if eos_bias is None else eos_bias
     for t in TINY_SPECIALS[1:]:
         bias[tokenizer.convert_tokens_to_ids(t)] = -math.inf
     model.lm_head.bias.copy_(bias)

@@ -1,0 +1,222 @@
+"""Offline early stop vs online selection, and offline detection throughput, on SmolLM2 + MiniLM.
+
+(1) Generation cost per watermarked sentence, ``b = 4``, ``N = 64`` (``--quick``: ``N = 16``), same key and
+prompt: online PMark samples all ``N`` candidates in one batch; offline PMark samples batches of
+``offline_batch = 4`` and stops at the first perfect match (E7; for balanced sign patterns the expected number of
+candidates is ``sum_k B (1 - 2^-b)^(B k)`` over the ``N / B`` batches, ~17.3 at ``N = 64``). Reported per sentence:
+candidates (``GenerationResult.steps``), tokens sampled over ALL candidates (counted by a wrapper around the
+sampler; ``StepInfo.tokens`` counts the kept sentence only) and wall time. Goal: offline / online sampled tokens
+``<= 0.35``.
+
+(2) Offline detection throughput: sentences per second of ``detect(mode="offline")`` (split, embed, proxies, bits,
+hard and calibrated soft p-values) on a ~50-sentence SmolLM2 text, vs ``encoder.encode`` alone on the same
+sentences. Goal: ratio ``>= 0.8`` (detection costs little beyond the encoder). Also reported: the same ratio with
+``soft_resolution = 2**8`` (the calibrated soft p-value, computed on every call, dominates at the default 2**14).
+
+Everything runs with ``torch.set_num_threads(1)`` (restored afterwards), as in ``bench_impl_sampler``: on a shared
+2-core machine OpenMP barriers under oversubscription make timings erratic. Timings are taken after a warm-up
+(first-call allocations, JAX compilation for the text's shape). Reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import Counter
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF de-quantisation bar
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np
+import torch
+
+from pmark_impl._detect import detect
+from pmark_impl._keys import WatermarkKey
+from pmark_impl._models import DEFAULT_ENCODER_NAME, DEFAULT_LM_NAME, load_default_encoder, load_default_lm
+from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl._segment import split_sentences
+from pmark_impl._watermark import generate
+
+GOAL_TOKEN_RATIO = 0.35
+GOAL_THROUGHPUT_RATIO = 0.8
+CHANNELS = 4
+OFFLINE_BATCH = 4
+COARSE_SOFT_RESOLUTION = 2**8
+PROMPT = "The bicycle was invented in the early nineteenth century."
+
+
+class _CountingSampler:
+    """Forwards ``sample`` and counts every candidate and token it returns."""
+
+    def __init__(self, sampler: LMSentenceSampler) -> None:
+        self.sampler = sampler
+        self.candidates = 0
+        self.tokens = 0
+
+    def sample(self, context: str, n: int, generator: torch.Generator) -> list:
+        out = self.sampler.sample(context, n, generator)
+        self.candidates += len(out)
+        self.tokens += sum(c.n_tokens for c in out)
+        return out
+
+
+def expected_offline_candidates(n: int, batch: int, b: int) -> float:
+    """``E[candidates]`` of offline early stop for balanced patterns: batch ``k`` is drawn iff the ``k`` before
+    it hold no perfect match (probability ``2^-b`` per candidate)."""
+    miss = 1.0 - 2.0**-b
+    return float(sum(min(batch, n - batch * k) * miss ** (batch * k) for k in range(-(-n // batch))))
+
+
+def _generation(key, sampler, encoder, mode: str, n: int, sentences: int) -> dict:
+    counter = _CountingSampler(sampler)
+    marks: list[tuple[float, int, int]] = []
+    t0 = time.perf_counter()
+
+    def progress(step) -> None:
+        marks.append((time.perf_counter(), counter.candidates, counter.tokens))
+
+    res = generate(
+        key,
+        counter,
+        encoder,
+        PROMPT,
+        mode=mode,
+        n_candidates=n,
+        max_sentences=sentences,
+        seed=0,
+        offline_batch=OFFLINE_BATCH,
+        progress=progress,
+    )
+    rows, prev = [], (t0, 0, 0)
+    for step, mark in zip(res.steps, marks):
+        rows.append(
+            {
+                "candidates": step.n_candidates_sampled,
+                "sampled_tokens": mark[2] - prev[2],
+                "kept_sentence_tokens": step.tokens,
+                "matches": step.matches,
+                "outcome": step.outcome,
+                "seconds": mark[0] - prev[0],
+            }
+        )
+        prev = mark
+    assert sum(r["candidates"] for r in rows) == counter.candidates  # steps and counter agree
+    k = len(rows)
+    return {
+        "n_candidates": n,
+        "sentences": k,
+        "per_sentence": rows,
+        "candidates_per_sentence": counter.candidates / k,
+        "sampled_tokens_per_sentence": counter.tokens / k,
+        "seconds_per_sentence": (prev[0] - t0) / k,
+        "text": res.text,
+    }
+
+
+def _throughput(key, sampler, encoder, n_sentences: int, repeats: int) -> dict:
+    gen = torch.Generator().manual_seed(1)
+    cands = sampler.sample(PROMPT, n_sentences + n_sentences // 4 + 4, gen)
+    sentences = [c.text for c in cands if c.outcome == "sentence" and c.text][:n_sentences]
+    text = " ".join(sentences)
+    split = split_sentences(text)  # what detect embeds
+    detect(key, text, encoder, mode="offline")  # warm-up: JAX compiles the evidence for this T
+    detect(key, text, encoder, mode="offline", soft_resolution=COARSE_SOFT_RESOLUTION)
+    encoder.encode(split)
+    t_det, t_coarse, t_enc = [], [], []
+    for _ in range(repeats):  # interleaved, so load changes hit all routes alike
+        t0 = time.perf_counter()
+        res = detect(key, text, encoder, mode="offline")
+        t_det.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        detect(key, text, encoder, mode="offline", soft_resolution=COARSE_SOFT_RESOLUTION)
+        t_coarse.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        encoder.encode(split)
+        t_enc.append(time.perf_counter() - t0)
+    t_d, t_c, t_e = (statistics.median(t) for t in (t_det, t_coarse, t_enc))
+    ratio = (res.n_sentences / t_d) / (len(split) / t_e)
+    return {
+        "text_sentences": res.n_sentences,
+        "aligned": split == sentences,
+        "mean_sentence_tokens": float(np.mean([len(sampler.tokenizer(s).input_ids) for s in split])),
+        "repeats": repeats,
+        "detect_seconds_median": t_d,
+        "encode_seconds_median": t_e,
+        "detect_sentences_per_second": res.n_sentences / t_d,
+        "encode_sentences_per_second": len(split) / t_e,
+        "throughput_ratio": ratio,
+        # The calibrated soft p-value (X4) is computed even for test="hard"; at the default lattice resolution
+        # 2^14 it costs about as much as the encoder on a 50-sentence (200-bit) text. Same detection with 2^8:
+        "coarse_soft_resolution": COARSE_SOFT_RESOLUTION,
+        "detect_coarse_seconds_median": t_c,
+        "detect_coarse_sentences_per_second": res.n_sentences / t_c,
+        "throughput_ratio_coarse_soft": (res.n_sentences / t_c) / (len(split) / t_e),
+        "goal_throughput_ratio": GOAL_THROUGHPUT_RATIO,
+        "meets_throughput_goal": bool(ratio >= GOAL_THROUGHPUT_RATIO),
+        "detect_p_value_unwatermarked_text": res.p_value,
+    }
+
+
+def run(quick: bool = False) -> dict:
+    """Offline vs online generation cost and offline detection throughput on SmolLM2 + MiniLM.
+
+    Args:
+      quick: ``N = 16``, 2 sentences per mode and a 20-sentence detection text (default ``N = 64``, 4 sentences,
+        50 sentences).
+
+    Returns:
+      dict with per-mode per-sentence costs, the offline/online token and candidate ratios, the detection and
+      encoder throughputs and their ratio, the goals, load time and load averages.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run(*((16, 2, 20, 3) if quick else (64, 4, 50, 5)))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(n: int, sentences: int, text_sentences: int, repeats: int) -> dict:
+    load_before = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    model, tokenizer = load_default_lm()
+    encoder = load_default_encoder()
+    t_load = time.perf_counter() - t0
+    config = SamplingConfig()
+    sampler = LMSentenceSampler(model, tokenizer, config)
+    key = WatermarkKey.generate(np.random.default_rng(0), encoder.name, encoder.dim, CHANNELS)
+    # warm-up: first-call overheads of the LM, the encoder and the jitted selection rules of both modes
+    for mode in ("online", "offline"):
+        generate(key, sampler, encoder, PROMPT, mode=mode, n_candidates=16, max_sentences=1, seed=99)
+
+    online = _generation(key, sampler, encoder, "online", n, sentences)
+    offline = _generation(key, sampler, encoder, "offline", n, sentences)
+    token_ratio = offline["sampled_tokens_per_sentence"] / online["sampled_tokens_per_sentence"]
+    outcomes = Counter(r["outcome"] for m in (online, offline) for r in m["per_sentence"])
+    return {
+        "model": DEFAULT_LM_NAME,
+        "encoder": DEFAULT_ENCODER_NAME,
+        "config": {k: getattr(config, k) for k in ("temperature", "top_p", "top_k", "max_sentence_tokens")},
+        "channels": CHANNELS,
+        "offline_batch": OFFLINE_BATCH,
+        "torch_threads": torch.get_num_threads(),
+        "load_average_before_after": [load_before, os.getloadavg()[0]],
+        "load_seconds": t_load,
+        "online": online,
+        "offline": offline,
+        "kept_outcomes": dict(outcomes),
+        "offline_expected_candidates_balanced": expected_offline_candidates(n, OFFLINE_BATCH, CHANNELS),
+        "candidate_ratio": offline["candidates_per_sentence"] / online["candidates_per_sentence"],
+        "token_ratio": token_ratio,
+        "time_ratio": offline["seconds_per_sentence"] / online["seconds_per_sentence"],
+        "goal_token_ratio": GOAL_TOKEN_RATIO,
+        "meets_token_goal": bool(token_ratio <= GOAL_TOKEN_RATIO),
+        "detection": _throughput(key, sampler, encoder, text_sentences, repeats),
+    }
