@@ -10,19 +10,11 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from _mc_helpers import mc_counts
 
 import simulations as sim
 from pmark_theory._semstamp import semstamp_factor, semstamp_fallback_factor
 from pmark_theory._validate import PMarkValueError
-
-N_TRIALS = 60_000
-CHUNK = 2**14
-
-
-def _counts(step, n_outcomes: int, seed: int) -> np.ndarray:
-    res = sim.run_trials(jax.random.key(seed), step, N_TRIALS, n_outcomes=n_outcomes, chunk_size=CHUNK)
-    assert res.n_out_of_range == 0
-    return res.counts
 
 
 def test_ksemstamp_follows_c7_on_its_centroid_cells():
@@ -32,7 +24,7 @@ def test_ksemstamp_follows_c7_on_its_centroid_cells():
     q = sim.cell_masses(u, part)
     assert np.all(q > 0)
     law = sim.sentence_law(u, sim.cell_ids(u, part)[0], semstamp_factor(q, 2, method="bruteforce"))
-    counts = _counts(sim.ksemstamp_step(u, cent, 2, 2), 30, seed=3)
+    counts = mc_counts(sim.ksemstamp_step(u, cent, 2, 2), 30, seed=3)
     assert sim.compare_to_law(counts, law).consistent()
     assert sim.compare_to_law(counts, u.probs).p_value < 1e-12  # negative control: P_M (q is not uniform)
 
@@ -50,7 +42,7 @@ def test_simmark_with_retries_is_p_m_conditioned_on_the_interval():
     u, low, high, green = _simmark_setup()
     mass = u.probs[green].sum()
     law = np.where(green, u.probs / mass, 0.0)
-    counts = _counts(sim.simmark_step(u, 0, 2, low=low, high=high, max_trials=None), 30, seed=5)
+    counts = mc_counts(sim.simmark_step(u, 0, 2, low=low, high=high, max_trials=None), 30, seed=5)
     res = sim.compare_to_law(counts, law)
     assert res.consistent(), res
     assert abs(sim.total_variation(law, u.probs) - (1 - mass)) < 1e-12
@@ -63,7 +55,7 @@ def test_simmark_with_fallback_follows_the_fixed_set_law():
     mass = u.probs[green].sum()
     factor = semstamp_fallback_factor([1 - mass, mass], [False, True], 1, 2)  # cells: 0 = off G, 1 = in G
     law = u.probs * factor[green.astype(int)]
-    counts = _counts(sim.simmark_step(u, u.embeddings[0], 1, low=low, high=high, max_trials=2), 30, seed=6)
+    counts = mc_counts(sim.simmark_step(u, u.embeddings[0], 1, low=low, high=high, max_trials=2), 30, seed=6)
     res = sim.compare_to_law(counts, law)
     assert res.consistent(), res
     assert sim.compare_to_law(counts, np.where(green, u.probs / mass, 0.0)).p_value < 1e-12  # retry law

@@ -11,30 +11,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _mc_helpers import CHUNK, assert_consistent, assert_rejected, mc_counts
 
 import simulations as sim
 from pmark_theory._geometry import haar_pivots, online_bit_accuracy
 from pmark_theory._offline import offline_factor
 from pmark_theory._validate import PMarkValueError
-
-N_TRIALS = 60_000
-CHUNK = 2**14
-
-
-def _counts(step, n_outcomes: int, seed: int) -> np.ndarray:
-    res = sim.run_trials(jax.random.key(seed), step, N_TRIALS, n_outcomes=n_outcomes, chunk_size=CHUNK)
-    assert res.n_out_of_range == 0
-    return res.counts
-
-
-def _assert_consistent(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.consistent(), res
-
-
-def _assert_rejected(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.p_value < 1e-12, res
 
 
 def test_offline_is_distortion_free_on_jointly_uniform_signs_and_literal_variants_are_not():
@@ -42,9 +24,9 @@ def test_offline_is_distortion_free_on_jointly_uniform_signs_and_literal_variant
     v = haar_pivots(3, 5, 2)
     u = sim.make_pattern_universe(jax.random.key(7), v, np.full((2, 2), 0.25), per_pattern=6)
     np.testing.assert_allclose(sim.sign_pattern_masses(u, v), 0.25, atol=1e-15)
-    _assert_consistent(_counts(sim.pmark_step(u, v, 8, "offline"), 24, seed=30), u.probs)
-    _assert_rejected(_counts(sim.pmark_step(u, v, 8, "offline_literal"), 24, seed=31), u.probs)
-    _assert_rejected(_counts(sim.pmark_step(u, v, 8, "offline_sig_and_r"), 24, seed=32), u.probs)
+    assert_consistent(mc_counts(sim.pmark_step(u, v, 8, "offline"), 24, seed=30), u.probs)
+    assert_rejected(mc_counts(sim.pmark_step(u, v, 8, "offline_literal"), 24, seed=31), u.probs)
+    assert_rejected(mc_counts(sim.pmark_step(u, v, 8, "offline_sig_and_r"), 24, seed=32), u.probs)
 
 
 def test_offline_on_a_skewed_universe_follows_x2_not_p_m():
@@ -52,11 +34,11 @@ def test_offline_on_a_skewed_universe_follows_x2_not_p_m():
     v = haar_pivots(4, 5, 2)
     pi = np.array([[0.5, 0.2], [0.2, 0.1]])
     u = sim.make_pattern_universe(jax.random.key(8), v, pi, per_pattern=5)
-    counts = _counts(sim.pmark_step(u, v, 4, "offline"), u.n_sentences, seed=33)
+    counts = mc_counts(sim.pmark_step(u, v, 4, "offline"), u.n_sentences, seed=33)
     law = sim.sentence_law(u, sim.sign_pattern_ids(u, v), offline_factor(sim.sign_pattern_masses(u, v), 4))
     assert abs(law.sum() - 1) < 1e-12
-    _assert_consistent(counts, law)
-    _assert_rejected(counts, u.probs)  # negative control: P_M itself (offline is distortive here)
+    assert_consistent(counts, law)
+    assert_rejected(counts, u.probs)  # negative control: P_M itself (offline is distortive here)
 
 
 class _IndependentChannels:

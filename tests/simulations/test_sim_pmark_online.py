@@ -10,28 +10,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from _mc_helpers import assert_consistent, assert_rejected, mc_counts
 
 import simulations as sim
 from pmark_theory._geometry import haar_pivots
-
-N_TRIALS = 60_000
-CHUNK = 2**14
-
-
-def _counts(step, n_outcomes: int, seed: int) -> np.ndarray:
-    res = sim.run_trials(jax.random.key(seed), step, N_TRIALS, n_outcomes=n_outcomes, chunk_size=CHUNK)
-    assert res.n_out_of_range == 0
-    return res.counts
-
-
-def _assert_consistent(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.consistent(), res
-
-
-def _assert_rejected(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.p_value < 1e-12, res
 
 
 @pytest.mark.parametrize("b", [1, 3])
@@ -39,7 +21,7 @@ def test_online_is_distortion_free(b):
     """C10: online PMark's output law equals P_M (universe with exact zeros, N = 8)."""
     u = sim.make_finite_universe(jax.random.key(b), 24, 6, alpha=1.0, n_zeros=2)
     step = sim.pmark_step(u, haar_pivots(b, 6, b), 8, "online")
-    _assert_consistent(_counts(step, 24, seed=10 + b), u.probs)
+    assert_consistent(mc_counts(step, 24, seed=10 + b), u.probs)
 
 
 def test_online_with_heavy_ties_is_distortion_free_and_median_split_is_not():
@@ -47,20 +29,20 @@ def test_online_with_heavy_ties_is_distortion_free_and_median_split_is_not():
     u = sim.make_finite_universe(jax.random.key(5), 24, 4, n_distinct=4)
     assert len(np.unique(u.embeddings, axis=0)) <= 4
     v = haar_pivots(1, 4, 2)
-    _assert_consistent(_counts(sim.pmark_step(u, v, 8, "online"), 24, seed=20), u.probs)
-    _assert_rejected(_counts(sim.pmark_step(u, v, 8, "median_split"), 24, seed=21), u.probs)
+    assert_consistent(mc_counts(sim.pmark_step(u, v, 8, "online"), 24, seed=20), u.probs)
+    assert_rejected(mc_counts(sim.pmark_step(u, v, 8, "median_split"), 24, seed=21), u.probs)
 
 
 def test_hd_median_split_distorts():
     """CLAIMS.md §2: splitting at the Harrell–Davis median (unbalanced halves) is not distortion-free."""
     u = sim.make_finite_universe(jax.random.key(6), 24, 6)
-    _assert_rejected(_counts(sim.pmark_step(u, haar_pivots(2, 6, 2), 8, "hd_split"), 24, seed=22), u.probs)
+    assert_rejected(mc_counts(sim.pmark_step(u, haar_pivots(2, 6, 2), 8, "hd_split"), 24, seed=22), u.probs)
 
 
 def test_online_text_has_the_markov_law():
     """C10: with fresh key bits per position, a whole 2-sentence text has the law of the Markov chain."""
     u = sim.make_finite_universe(jax.random.key(9), 6, 3, n_zeros=1, markov_alpha=1.0)
     step = sim.pmark_step(u, haar_pivots(5, 3, 1), 4, "online", text_length=2)
-    counts = _counts(step, 36, seed=50)
-    _assert_consistent(counts, sim.path_law(u, 2))
-    _assert_rejected(counts, np.outer(u.probs, u.probs).reshape(-1))  # negative control: iid sentences
+    counts = mc_counts(step, 36, seed=50)
+    assert_consistent(counts, sim.path_law(u, 2))
+    assert_rejected(counts, np.outer(u.probs, u.probs).reshape(-1))  # negative control: iid sentences

@@ -10,32 +10,15 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from _mc_helpers import assert_consistent, assert_rejected, mc_counts
 
 import simulations as sim
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._semstamp import semstamp_factor, semstamp_fallback_factor_avg, semstamp_tilted_factor
 from pmark_theory._validate import PMarkValueError
 
-N_TRIALS = 60_000
-CHUNK = 2**14
 # Orthonormal LSH normals (h = 2, M = 4 cells), so make_pattern_universe fixes the cell masses q exactly.
 HYPER = haar_pivots(17, 5, 2)
-
-
-def _counts(step, n_outcomes: int, seed: int) -> np.ndarray:
-    res = sim.run_trials(jax.random.key(seed), step, N_TRIALS, n_outcomes=n_outcomes, chunk_size=CHUNK)
-    assert res.n_out_of_range == 0
-    return res.counts
-
-
-def _assert_consistent(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.consistent(), res
-
-
-def _assert_rejected(counts, law):
-    res = sim.compare_to_law(counts, law)
-    assert res.p_value < 1e-12, res
 
 
 def _universe(q):
@@ -47,7 +30,7 @@ def _universe(q):
 def test_uniform_q_is_distortion_free():
     """C7/C8: with uniform cell masses A ≡ 1, so SemStamp (fixed S, retries) outputs P_M exactly."""
     u = _universe(np.full(4, 0.25))
-    _assert_consistent(_counts(sim.semstamp_step(u, HYPER, 2, 2), u.n_sentences, seed=1), u.probs)
+    assert_consistent(mc_counts(sim.semstamp_step(u, HYPER, 2, 2), u.n_sentences, seed=1), u.probs)
 
 
 SKEWED_Q = np.array([0.4, 0.3, 0.2, 0.1])
@@ -58,22 +41,24 @@ def test_retry_follows_c7_and_tilted_does_not():
     u = _universe(SKEWED_Q)
     cells, _ = sim.cell_ids(u, HYPER)
     c7 = sim.sentence_law(u, cells, semstamp_factor(SKEWED_Q, 2, method="bruteforce"))
-    counts = _counts(sim.semstamp_step(u, HYPER, 2, 2, mode="retry"), u.n_sentences, seed=2)
-    _assert_consistent(counts, c7)
-    _assert_rejected(counts, u.probs)  # negative control: SemStamp distorts a skewed q
-    tilted = _counts(sim.semstamp_step(u, HYPER, 2, 2, mode="tilted"), u.n_sentences, seed=3)
-    _assert_rejected(tilted, c7)
-    _assert_consistent(tilted, sim.sentence_law(u, cells, semstamp_tilted_factor(SKEWED_Q, 2, 2)))
+    counts = mc_counts(sim.semstamp_step(u, HYPER, 2, 2, mode="retry"), u.n_sentences, seed=2)
+    assert_consistent(counts, c7)
+    assert_rejected(counts, u.probs)  # negative control: SemStamp distorts a skewed q
+    tilted = mc_counts(sim.semstamp_step(u, HYPER, 2, 2, mode="tilted"), u.n_sentences, seed=3)
+    assert_rejected(tilted, c7)
+    assert_consistent(tilted, sim.sentence_law(u, cells, semstamp_tilted_factor(SKEWED_Q, 2, 2)))
 
 
 def test_fallback_follows_the_c6_fallback_law():
     """C6/E3: at most T batches of N, then a uniform candidate of the last batch, averaged over S."""
     u = _universe(SKEWED_Q)
     cells, _ = sim.cell_ids(u, HYPER)
-    counts = _counts(sim.semstamp_step(u, HYPER, 1, 2, mode="fallback", max_trials=2), u.n_sentences, seed=4)
-    _assert_consistent(counts, sim.sentence_law(u, cells, semstamp_fallback_factor_avg(SKEWED_Q, 1, 2, 2)))
+    counts = mc_counts(
+        sim.semstamp_step(u, HYPER, 1, 2, mode="fallback", max_trials=2), u.n_sentences, seed=4
+    )
+    assert_consistent(counts, sim.sentence_law(u, cells, semstamp_fallback_factor_avg(SKEWED_Q, 1, 2, 2)))
     # negative control: the retry law (C7) is not the fallback law
-    _assert_rejected(counts, sim.sentence_law(u, cells, semstamp_factor(SKEWED_Q, 1)))
+    assert_rejected(counts, sim.sentence_law(u, cells, semstamp_factor(SKEWED_Q, 1)))
 
 
 def test_retry_refuses_green_sets_of_zero_mass():
