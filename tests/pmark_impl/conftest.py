@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-# Before transformers / huggingface_hub are imported: never reach for a hub (DESIGN.md, "Models on a machine
+# Before transformers / huggingface_hub are imported: never reach for a hub (docs/architecture.md, "Models on a machine
 # without a hub").
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -192,6 +192,7 @@ def _bad_key(tmp_path: Path, kind: str) -> str:
     if kind == "dim":
         doc["dim"] = 16
     path.write_text(json.dumps(doc))
+    path.chmod(0o600)
     return str(path)
 
 
@@ -235,9 +236,7 @@ def test_channels_beyond_the_key(capsys, fakes, keyfile):
 # Dispatch and help.
 # --------------------------------------------------------------------------------------------------------------
 def test_help_lists_the_commands(capsys):
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--help"])
-    assert info.value.code == 0
+    assert cli.main(["--help"]) == 0  # main never raises SystemExit
     out = capsys.readouterr().out
     for name in ("keygen", "generate", "detect", "check"):
         assert name in out
@@ -299,3 +298,203 @@ def test_cli_with_the_tiny_lm_and_minilm(tmp_path, capsys, monkeypatch, tiny_lm,
     )
     doc = json.loads(capsys.readouterr().out)
     assert 0 < doc["p_value"] <= 1 and doc["n_bits"] == 4 * doc["n_sentences"]
+
+
+def test_version_prints_the_distribution_version(capsys):
+    from importlib.metadata import version
+
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"pmark {version('pmark-toolkit')}"
+    script = Path(sys.executable).with_name("pmark")  # the installed console script, a real process
+    if script.exists():
+        proc = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"pmark {version('pmark-toolkit')}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Robust parsing (issue 10): evidence output, prompt files, exit codes, permissions, atomic writes.
+# --------------------------------------------------------------------------------------------------------------
+def _watermarked_file(tmp_path, key_path: str) -> Path:
+    out = tmp_path / "wm.txt"
+    argv = [
+        "generate",
+        "--key",
+        key_path,
+        "--mode",
+        "offline",
+        "--max-sentences",
+        "6",
+        "--out",
+        str(out),
+        "P.",
+    ]
+    assert cli.main(argv) == 0
+    return out
+
+
+def test_detect_prints_evidence_only_when_asked(tmp_path, capsys, fakes, keyfile):
+    text = _watermarked_file(tmp_path, keyfile[0])
+    capsys.readouterr()
+    assert cli.main(["detect", "--key", keyfile[0], str(text)]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["output_level"] == "total" and "sentences" not in default
+    assert cli.main(["detect", "--key", keyfile[0], "--evidence", str(text)]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["output_level"] == "evidence" and len(full["sentences"]) == 6
+    assert full["p_value"] == default["p_value"] and full["verdict"] == default["verdict"] == "watermarked"
+
+
+def test_empty_text_is_not_enough_evidence_not_an_error(tmp_path, capsys, fakes, keyfile):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert cli.main(["detect", "--key", keyfile[0], str(empty)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "not enough evidence" and doc["p_value"] == 1 and doc["n_sentences"] == 0
+
+
+def test_prompt_file_is_the_same_as_the_prompt_argument(tmp_path, capsys, fakes, keyfile):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_bytes("\ufeffOnce upon a time.\n".encode())  # a BOM and the final newline are dropped
+    base = ["generate", "--key", keyfile[0], "--mode", "offline", "--max-sentences", "3", "--seed", "2"]
+    assert cli.main([*base, "Once upon a time."]) == 0
+    inline = capsys.readouterr().out
+    assert cli.main([*base, "--prompt-file", str(prompt)]) == 0
+    assert capsys.readouterr().out == inline
+    assert cli.main([*base, "--prompt-file", str(prompt), "Other."]) == 2
+    _one_error_line(capsys.readouterr().err, "not both")
+    assert cli.main(base) == 2
+    _one_error_line(capsys.readouterr().err, "the prompt is missing")
+
+
+def test_bad_temperature_is_not_reported_as_a_model_loading_error(monkeypatch, capsys, keyfile):
+    # The real _load_sampler: SamplingConfig is checked before any model is loaded.
+    monkeypatch.setattr(cli, "_load_encoder", lambda name: FakeEncoder(32))
+    loads = []
+    monkeypatch.setattr("pmark_impl._models.load_lm", lambda model: loads.append(model))
+    assert cli.main(["generate", "--key", keyfile[0], "--temperature", "-1", "P."]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pmark generate: error: --temperature must be a finite number in (0, 100], got -1")
+    assert err.count("\n") == 1 and "language model" not in err
+    with pytest.raises(Exception, match="temperature must be a finite number > 0"):
+        cli._load_sampler(None, 0.0, None)
+    assert loads == []
+
+
+def test_missing_local_model_paths_are_named_as_such(tmp_path, capsys, keyfile):
+    missing = str(tmp_path / "model.gguf")
+    with pytest.raises(cli.CLIError, match=r"language model file .*model\.gguf does not exist"):
+        cli._load_sampler(missing, None, None)
+    with pytest.raises(cli.CLIError, match=r"encoder path .*nowhere does not exist"):
+        cli._load_encoder(str(tmp_path / "nowhere"))
+    text = tmp_path / "t.txt"
+    text.write_text("One. Two.")
+    assert cli.main(["detect", "--key", keyfile[0], "--encoder", str(tmp_path / "nowhere"), str(text)]) == 2
+    _one_error_line(capsys.readouterr().err, "does not exist (neither a local folder nor a hub id)")
+
+
+def test_parse_errors_are_one_line_with_the_command_name(capsys):
+    assert cli.main(["detect", "--key", "k", "--alpha", "1", "f"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "pmark detect: error: --alpha must be a finite number in (0, 1), got 1 (see pmark detect --help)\n"
+    )
+    assert cli.main(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pmark: error: argument COMMAND: invalid choice")
+
+
+def test_interrupt_exits_130_and_internal_errors_exit_1_on_one_line(tmp_path, monkeypatch, capsys, keyfile):
+    text = tmp_path / "t.txt"
+    text.write_text("One. Two.")
+
+    def boom(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_load_encoder", boom)
+    assert cli.main(["detect", "--key", keyfile[0], str(text)]) == 130
+    assert capsys.readouterr().err == "pmark: interrupted\n"
+
+    def bug(name):
+        raise RuntimeError("something broke\nsecond line")
+
+    monkeypatch.setattr(cli, "_load_encoder", bug)
+    monkeypatch.delenv("PMARK_DEBUG", raising=False)
+    assert cli.main(["detect", "--key", keyfile[0], str(text)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pmark: error: RuntimeError: something broke (")
+    assert "second line" not in err and "Traceback" not in err
+    monkeypatch.setenv("PMARK_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="something broke"):
+        cli.main(["detect", "--key", keyfile[0], str(text)])
+
+
+def test_insecure_key_is_refused_unless_allowed(tmp_path, capsys, fakes, keyfile):
+    key_path, _ = keyfile
+    text = tmp_path / "t.txt"
+    text.write_text(" ".join(SENTENCES[:3]))
+    os.chmod(key_path, 0o640)
+    assert cli.main(["detect", "--key", key_path, str(text)]) == 2
+    _one_error_line(
+        capsys.readouterr().err, "accessible by group or others (mode 0640)", "--allow-insecure-key"
+    )
+    assert fakes["encoder"] == []  # refused before any model is loaded
+    assert cli.main(["detect", "--key", key_path, "--allow-insecure-key", str(text)]) == 0
+    assert json.loads(capsys.readouterr().out)["n_sentences"] == 3
+    assert stat.S_IMODE(os.stat(key_path).st_mode) == 0o640  # never changed behind the user's back
+
+
+def test_keygen_force_replaces_only_regular_files(tmp_path, capsys):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "real.json"
+    target.write_text("precious")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    for path, kind in ((fifo, "a FIFO"), (link, "a symbolic link"), (folder, "a directory")):
+        argv = ["keygen", "--out", str(path), "--encoder", "e", "--dim", "8", "--force"]
+        assert cli.main(argv) == 2
+        _one_error_line(capsys.readouterr().err, f"is {kind}", "only ever replaces regular files")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink() and folder.is_dir()
+    assert target.read_text() == "precious" and list(folder.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "dir",
+        "fifo",
+        "link.json",
+        "real.json",
+    ]  # no temp files
+
+
+def test_keygen_force_writes_atomically_with_mode_0600(tmp_path, monkeypatch):
+    out = tmp_path / "k.json"
+    out.write_text("old")
+    out.chmod(0o644)
+    replaced = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        replaced.append((Path(src).parent, Path(src).name, Path(dst)))
+        assert stat.S_IMODE(os.stat(src).st_mode) == 0o600 and out.read_text() == "old"  # old file intact
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    assert cli.main(["keygen", "--out", str(out), "--encoder", "e", "--dim", "8", "--force"]) == 0
+    ((folder, tmp_name, dst),) = replaced
+    assert folder == tmp_path and tmp_name.startswith(".k.json.") and dst == out
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600 and load_key(out).dim == 8
+    assert [p.name for p in tmp_path.iterdir()] == ["k.json"]
+
+
+def test_keygen_refuses_keys_that_cannot_be_used(tmp_path, capsys):
+    out = tmp_path / "k.json"
+    for args, needle in (
+        (["--dim", str(10**12)], "--dim must be <= 65536"),
+        (["--dim", "64", "--channels", str(10**9)], "--channels must be <= 64"),
+        (["--dim", "9" * 5000], "5000 characters"),
+    ):
+        assert cli.main(["keygen", "--out", str(out), "--encoder", "e", *args]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+    assert not out.exists()

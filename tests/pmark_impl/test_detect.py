@@ -110,7 +110,8 @@ def test_online_medians_are_hd_medians_of_resampled_candidates_from_the_same_con
     again = detect(
         key, sentences, enc64, mode="online", sampler=FakeSampler(SENTENCES), prompt="Prompt.", n_candidates=9
     )
-    assert again.to_json() == res.to_json()  # resampling is seeded: same inputs, same report
+    # resampling is seeded: same inputs, same report (medians included)
+    assert again.to_json(evidence=True) == res.to_json(evidence=True)
 
 
 def test_not_enough_evidence(enc64):
@@ -137,14 +138,39 @@ def test_one_sided_anti_evidence_is_not_flagged():
     assert abs(res.statistics["paper_soft_z"]["z"]) > 4
 
 
-def test_to_json_reports_the_verdict_and_all_evidence(enc64):
+def test_default_json_reports_the_verdict_and_totals_only(enc64):
+    # S1: the default output level is "total" — no per-sentence or per-channel evidence.
     res = detect(_key(5, 64), _human_text(np.random.default_rng(5), 4), enc64)
     doc = json.loads(res.to_json())
+    assert doc["output_level"] == "total" and "warning" not in doc
     assert doc["verdict"] == res.verdict and doc["p_value"] == res.p_value and doc["n_bits"] == 16
-    assert set(doc["sentences"][0]["channels"][0]) == {"f", "median", "bit", "hard", "soft", "a"}
+    assert "sentences" not in doc
+    assert set(doc["statistics"]) == {"hard", "soft", "paper_soft_z"}
+    assert doc["statistics"]["hard"] == res.statistics["hard"]
+    assert set(doc["statistics"]["soft"]) == {"p_value", "calibrated"}
     assert doc["statistics"]["paper_soft_z"]["uncalibrated"] is True
     assert doc["settings"]["key_fingerprint"] == _key(5, 64).fingerprint
+    assert doc == json.loads(json.dumps(res.to_dict()))
     assert _key(5, 64).secret.hex() not in res.to_json()
+
+
+def test_evidence_json_has_all_evidence_and_a_warning(enc64):
+    res = detect(_key(5, 64), _human_text(np.random.default_rng(5), 4), enc64)
+    doc = json.loads(res.to_json(evidence=True))
+    assert doc["output_level"] == "evidence" and "recover the secret key" in doc["warning"]
+    assert set(doc["sentences"][0]["channels"][0]) == {"f", "median", "bit", "hard", "soft", "a"}
+    assert doc["sentences"][2]["channels"][1]["f"] == res.sentences[2].channels[1].f
+    assert doc["statistics"]["soft"]["n_green"] == res.statistics["soft"]["n_green"]
+    assert _key(5, 64).secret.hex() not in res.to_json(evidence=True)
+
+
+def test_repr_is_a_summary_without_evidence(enc64):
+    res = detect(_key(5, 64), _human_text(np.random.default_rng(5), 4), enc64)
+    text = repr(res)
+    assert res.verdict in text and res.settings["key_fingerprint"] in text and "4 sentence(s)" in text
+    ch = res.sentences[0].channels[0]
+    assert repr(ch.f) not in text and "ChannelEvidence" not in text and res.sentences[0].text not in text
+    assert str(res) == text
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -13,7 +13,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl._keys import KEY_FORMAT, KEY_VERSION, KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._keys import (
+    KEY_FORMAT,
+    KEY_VERSION,
+    MAX_KEY_CHANNELS,
+    MAX_KEY_DIM,
+    KeyFileError,
+    WatermarkKey,
+    check_key_shape,
+    load_key,
+    save_key,
+)
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError
 
@@ -155,6 +165,7 @@ def test_save_refuses_to_overwrite_unless_forced(tmp_path):
 def _write(tmp_path, content: str | bytes):
     path = tmp_path / "key.json"
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    path.chmod(0o600)
     return path
 
 
@@ -180,6 +191,18 @@ def _doc(**changes):
         (_doc(dim="16"), "'dim' must be an integer"),
         (_doc(channels=17), "b \\(channels\\) must be <= d"),
         (_doc(encoder=3), "'encoder' must be a string"),
+        (_doc(dim=True), "'dim' must be an integer, got bool"),
+        (_doc(dim=16.0), "'dim' must be an integer, got float"),
+        (_doc(dim=70_000), "dim must be an integer in 1..65536"),
+        (_doc(dim=128, channels=65), "b \\(channels\\) must be an integer in 1..64"),
+        (_doc(encoder="x\ty"), "printable string"),
+        (_doc(version="1"), "unsupported version '1'"),
+        (_doc(extra=1), "unknown field\\(s\\) 'extra'"),
+        (_doc().replace('"dim": 16', '"dim": NaN'), "NaN is not a valid JSON number"),
+        (_doc().replace('"dim": 16', '"dim": ' + "1" * 5000), "corrupt \\(Exceeds the limit"),
+        ("[" * 50_000, "nested too deeply"),
+        ("", "is empty"),
+        (b"\x00" * 10, "invalid JSON"),
     ],
 )
 def test_load_rejects_bad_files_with_a_clear_error(tmp_path, content, match):
@@ -201,3 +224,77 @@ def test_load_rejects_a_key_of_another_dimension(tmp_path):
     path = save_key(_key(11, dim=16), tmp_path / "k.json")
     with pytest.raises(KeyFileError, match=r"16-dimensional encoder .* has dimension 384"):
         load_key(path, expected_dim=384)
+
+
+def test_load_accepts_a_utf8_byte_order_mark(tmp_path):
+    key = _key(12)
+    path = save_key(key, tmp_path / "k.json")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as some Windows editors save it
+    assert load_key(path) == key
+
+
+def test_load_refuses_group_or_world_accessible_keys_unless_allowed(tmp_path):
+    key = _key(13)
+    path = save_key(key, tmp_path / "k.json")
+    for mode in (0o640, 0o604, 0o660, 0o644):
+        os.chmod(path, mode)
+        with pytest.raises(
+            KeyFileError, match=f"accessible by group or others \\(mode {mode:04o}\\).*chmod 600"
+        ):
+            load_key(path)
+        assert load_key(path, allow_insecure=True) == key
+        assert stat.S_IMODE(os.stat(path).st_mode) == mode  # reading never changes the mode
+    os.chmod(path, 0o400)
+    assert load_key(path) == key
+
+
+def test_load_reads_regular_files_only_and_never_more_than_the_limit(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(KeyFileError, match="is a FIFO \\(named pipe\\), not a regular file"):
+        load_key(fifo)  # opened without blocking, refused
+    zero = tmp_path / "zero"
+    zero.symlink_to("/dev/zero")  # st_size 0, endless content
+    with pytest.raises(KeyFileError, match="is a character device"):
+        load_key(zero)
+    link = tmp_path / "link.json"
+    link.symlink_to(save_key(_key(14), tmp_path / "k.json"))
+    assert load_key(link) == _key(14)  # a symbolic link to a regular key file is resolved
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate((1 << 16) + 1)
+    with pytest.raises(KeyFileError, match="too large \\(more than 65536 bytes\\)"):
+        load_key(big)
+
+
+def test_check_key_shape_bounds():
+    assert check_key_shape(MAX_KEY_DIM, MAX_KEY_CHANNELS) == (65536, 64)
+    assert check_key_shape(1, 1) == (1, 1)
+    for dim, channels, match in (
+        (0, 1, "dim must be an integer >= 1"),
+        (MAX_KEY_DIM + 1, 1, "1..65536"),
+        (8, 9, "must be <= d"),
+        (128, 65, "1..64"),
+        (True, 1, "dim must be an integer"),
+        (8, 2.0, "b \\(channels\\) must be an integer"),
+    ):
+        with pytest.raises(PMarkValueError, match=match):
+            check_key_shape(dim, channels)
+
+
+def test_save_refuses_keys_outside_the_file_bounds_and_non_regular_targets(tmp_path):
+    with pytest.raises(KeyFileError, match=r"1\.\.64"):
+        save_key(_key(15, dim=300, channels=100), tmp_path / "k.json")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere.json")  # dangling: replacing it would write through nothing
+    for target in (fifo, folder, link):
+        with pytest.raises(KeyFileError, match="only ever replaces regular files"):
+            save_key(_key(16), target, force=True)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and folder.is_dir() and link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "folder", "link"]
+    with pytest.raises(KeyFileError, match=r"folder .* does not exist"):
+        save_key(_key(16), tmp_path / "missing" / "k.json")

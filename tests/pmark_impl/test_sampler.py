@@ -3,7 +3,7 @@
 The law of the batched sampler (KV cache expanded to N rows, rows leaving the batch) is compared with the exact
 law of ``enumerate_sentences`` (full forward passes, no cache), which is itself checked against a brute-force
 itertools enumeration written here. Statistical checks: fixed seeds, chi-square p > 1e-3 (false-alarm rate 1e-3
-per test) plus Bonferroni per-cell |z| (CLAIMS.md §1), each with a negative control that must fail.
+per test) plus Bonferroni per-cell |z| (docs/claims.md §1), each with a negative control that must fail.
 """
 
 from __future__ import annotations

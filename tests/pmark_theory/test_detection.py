@@ -1,8 +1,8 @@
-"""Detection laws (X3, X4, C14, C19, E10–E13) against independent oracles written here.
+"""Hard- and soft-count null laws and tests (X3, X4, C19, E11–E13) against independent oracles written here.
 
 Oracles: exact Fraction binomial sums, enumeration of all 2^n key outcomes (dyadic a-values so that every
-sum is exact in float64), meet-in-the-middle enumeration for n = 21, scipy quadrature and mpmath for E[a],
-and the JAX per-bit rules of ``pmark_theory._counts`` for the soft counts.
+sum is exact in float64), meet-in-the-middle enumeration for n = 21, and the JAX per-bit rules of
+``pmark_theory._counts`` for the soft counts. SNR and power (C14): test_snr.py; E[a] (X4): test_gaussian_a.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from scipy import integrate, stats
+from scipy import stats
 from scipy.special import ndtri
 
 from pmark_theory._counts import nonmatch_values as jax_nonmatch_values
@@ -26,25 +26,22 @@ from pmark_theory._detection import (
     calibrated_soft_pvalue,
     calibrated_soft_pvalue_bounds,
     calibrated_soft_z,
-    gaussian_expected_a,
     hard_count_log_pvalue,
-    hard_count_power,
     hard_count_pvalue,
     hard_count_z,
     paper_soft_fpr,
     paper_soft_z,
     paper_soft_z_null_mean,
     randomisation_pvalue,
-    snr_bounds,
-    snr_moments,
     soft_counts,
     soft_nonmatch_values,
     soft_null_mean,
     soft_null_var,
 )
+from pmark_theory._gaussian_a import gaussian_expected_a
 from pmark_theory._validate import PMarkValueError
 
-EXACT = 1e-12  # CLAIMS §1: exact computations agree to 1e-12 (relative for tiny values)
+EXACT = 1e-12  # docs/claims.md §1: exact computations agree to 1e-12 (relative for tiny values)
 
 
 def _binom_tail_fraction(g, n):
@@ -108,17 +105,6 @@ def test_hard_pvalue_is_super_uniform(alpha):
         Fraction(math.comb(n, k), 2**n) for k in range(n + 1) if abs(k - n / 2) / math.sqrt(n / 4) > z
     )
     assert size_two > 1.3 * alpha
-
-
-@pytest.mark.parametrize("n", [1, 12, 48])
-@pytest.mark.parametrize("alpha", [0.01, 0.05])
-def test_hard_count_power_exact(n, alpha):
-    k_c = min(k for k in range(n + 2) if k == n + 1 or _binom_tail_fraction(k, n) <= alpha)
-    for eps in [Fraction(0), Fraction(1, 10), Fraction(1, 4), Fraction(1, 2), Fraction(3, 4)]:
-        q = 1 - eps
-        expected = sum(math.comb(n, k) * q**k * eps ** (n - k) for k in range(k_c, n + 1))
-        assert hard_count_power(float(eps), n, alpha) == pytest.approx(float(expected), rel=EXACT, abs=1e-300)
-    assert hard_count_power(0.5, n, alpha) <= alpha  # size of the exact test
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -258,64 +244,8 @@ def test_normal_method_and_randomisation_pvalue():
 
 
 # ----------------------------------------------------------------------------------------------------------
-# X4: E[a] for Gaussian D, and the real FPR of the paper's soft z-test (C19).
+# C19 / X4: the real FPR of the paper's soft z-test.
 # ----------------------------------------------------------------------------------------------------------
-def _quad_expected_a(mu, sigma, delta, k):
-    def integrand(x):
-        ax = abs(x)
-        val = 1.0 if ax < delta else (0.0 if math.isinf(k) else math.exp(-k * ax))
-        return val * stats.norm.pdf(x, mu, sigma)
-
-    pts = sorted({-delta, delta, 0.0})
-    lo, hi = mu - 14 * sigma, mu + 14 * sigma
-    edges = [lo, *[p for p in pts if lo < p < hi], hi]
-    return sum(
-        integrate.quad(integrand, x0, x1, epsabs=1e-15, epsrel=1e-13, limit=200)[0]
-        for x0, x1 in itertools.pairwise(edges)
-    )
-
-
-@pytest.mark.parametrize(
-    ("mu", "sigma", "delta", "k"),
-    [
-        (0.0, 0.005, 0.001, 150.0),  # CLAIMS X4 setting
-        (0.01, 0.005, 0.001, 150.0),
-        (-0.03, 0.02, 0.001, 150.0),
-        (0.0, 1.0, 0.1, 5.0),
-        (0.002, 0.0005, 0.0, 150.0),
-        (0.0, 0.005, 0.001, math.inf),
-        (0.0, 0.036, 0.001, 150.0),  # isotropic d = 768 scale, σ ≈ 1/√768
-    ],
-)
-def test_gaussian_expected_a_matches_quadrature(mu, sigma, delta, k):
-    assert gaussian_expected_a(mu, sigma, delta, k) == pytest.approx(
-        _quad_expected_a(mu, sigma, delta, k), rel=1e-9
-    )
-
-
-def test_gaussian_expected_a_extremes():
-    # Far tail, against mpmath quadrature at 40 digits: E[e^{-K|D|}] with D ~ N(0.2, 0.01²), K = 1000.
-    mu, sigma, k = 0.2, 0.01, 1000.0
-    with mpmath.workdps(40):
-        f = lambda x: mpmath.exp(-k * abs(x)) * mpmath.npdf(x, mu, sigma)  # noqa: E731
-        expected = float(mpmath.quad(f, [mu - 20 * sigma, 0, mu, mu + 20 * sigma]))
-    assert gaussian_expected_a(mu, sigma, 0.0, k) == pytest.approx(expected, rel=1e-10)
-    # σ = 0 is the point mass at μ; arrays broadcast.
-    np.testing.assert_allclose(
-        gaussian_expected_a([0.0, 0.0005, 0.01], 0.0, 0.001, 150.0), [1, 1, math.exp(-1.5)]
-    )
-    # Huge K σ (e^{K²σ²/2} alone would overflow): against mpmath at 40 digits.
-    for mu, sigma, k in [(0.0, 1.0, 1e4), (0.3, 0.5, 3e3)]:
-        with mpmath.workdps(40):
-            f = lambda x, mu=mu, sigma=sigma, k=k: mpmath.exp(-k * abs(x)) * mpmath.npdf(x, mu, sigma)  # noqa: E731
-            expected = float(
-                mpmath.quad(f, [-1, -0.01, 0, 0.01, 1])
-                + mpmath.quad(f, [mpmath.mpf(1), mpmath.inf])
-                + mpmath.quad(f, [-mpmath.inf, -1])
-            )
-        assert gaussian_expected_a(mu, sigma, 0.0, k) == pytest.approx(expected, rel=1e-10)
-
-
 def test_paper_soft_fpr_matches_enumeration():
     a = _dyadic_a(10, 21)
     sums = _null_outcomes(a)
@@ -330,7 +260,7 @@ def test_paper_soft_fpr_matches_enumeration():
 
 
 def test_claims_x4_real_fpr_near_one():
-    # CLAIMS X4: K = 150, δ = 0.001, n = 48, D ~ N(0, 0.005²) (centred median): FPR of the nominal 1% test ≈ 100%.
+    # docs/claims.md X4: K = 150, δ = 0.001, n = 48, D ~ N(0, 0.005²) (centred median): FPR of the nominal 1% test ≈ 100%.
     rng = np.random.default_rng(2024)
     fprs = []
     for _ in range(5):
@@ -345,49 +275,6 @@ def test_claims_x4_real_fpr_near_one():
     assert math.sqrt(48) * gaussian_expected_a(0.0, 0.005, 0.001, 150.0) > ndtri(0.99) + 1.5
     # Negative control: the hard count (a = 0) keeps the one-sided FPR at or below the nominal level.
     assert paper_soft_fpr(np.zeros(48), 0.01, two_sided=False) <= 0.01
-
-
-# ----------------------------------------------------------------------------------------------------------
-# C14 / E10: exact SNR moments.
-# ----------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [1, 2, 5, 12, 48, 100])
-def test_snr_moments_match_exact_sums(n):
-    for eps in [Fraction(0), Fraction(1, 20), Fraction(3, 10), Fraction(1, 2), Fraction(7, 10), Fraction(1)]:
-        q = 1 - eps
-        pmf = [math.comb(n, k) * q**k * eps ** (n - k) for k in range(n + 1)]
-        e_abs2x = sum(p * abs(2 * k - n) for k, p in enumerate(pmf))  # E|2X|, exact rational
-        e_x2 = sum(p * Fraction((2 * k - n) ** 2, 4) for k, p in enumerate(pmf))
-        with mpmath.workdps(40):
-            mean = mpmath.mpf(e_abs2x.numerator) / e_abs2x.denominator / mpmath.sqrt(n)  # E|X|/√(n/4)
-            ez2 = mpmath.mpf(e_x2.numerator) / e_x2.denominator / (mpmath.mpf(n) / 4)
-            var = ez2 - mean**2
-        m, v = snr_moments(float(eps), n)
-        assert m == pytest.approx(float(mean), rel=EXACT, abs=1e-15)
-        assert v == pytest.approx(float(var), rel=1e-10, abs=1e-13)
-
-
-def test_paper_snr_bounds_hold_exactly():
-    # E10: the bounds hold with no normal approximation, for every ε <= ½ and n (grid).
-    violations_false_bound = 0
-    for n in [1, 2, 3, 4, 7, 12, 48, 120]:
-        for eps in np.linspace(0, 0.5, 26):
-            m, v = snr_moments(eps, n)
-            mean_lo, var_hi, snr_lo = snr_bounds(eps, n)
-            assert m >= mean_lo - 1e-12
-            assert v <= var_hi + 1e-12
-            assert (math.inf if v == 0 else m / math.sqrt(v)) >= snr_lo - 1e-9
-            # Negative control: a deliberately false bound (factor 2 dropped) must fail somewhere.
-            violations_false_bound += m < (1 - eps) * math.sqrt(n) - 1e-12
-    assert violations_false_bound > 0
-    # The paper's "Var|X| ≈ Var X" is far from tight at ε = ½: Var z′ -> 1 − 2/π, not 1.
-    assert snr_moments(0.5, 2000)[1] == pytest.approx(1 - 2 / math.pi, abs=1e-3)
-
-
-def test_snr_outside_hypothesis():
-    # ε > ½ is outside C14's hypothesis: snr_bounds refuses; the one-sided test has no power (anti-evidence).
-    with pytest.raises(PMarkValueError, match="eps"):
-        snr_bounds(0.6, 48)
-    assert hard_count_power(0.6, 48, 0.01) < 0.01
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -423,18 +310,12 @@ def test_bad_bits_and_shapes():
         soft_counts(np.array([np.nan]), 0.0, np.array([1]), 0.001, 150.0)
 
 
-def test_bad_c_alpha_method_eps_sigma():
+def test_bad_c_alpha_method_and_draws():
     with pytest.raises(PMarkValueError, match=r"^c "):
         paper_soft_z(np.array([0.5, 1.5]))
     with pytest.raises(PMarkValueError, match="alpha"):
         paper_soft_fpr(np.zeros(4), 1.0)
     with pytest.raises(PMarkValueError, match="method"):
         calibrated_soft_pvalue(1.0, np.zeros(4), method="bootstrap")
-    with pytest.raises(PMarkValueError, match="eps"):
-        snr_moments(1.5, 10)
-    with pytest.raises(PMarkValueError, match="n_bits"):
-        snr_moments(0.1, 0)
-    with pytest.raises(PMarkValueError, match="sigma"):
-        gaussian_expected_a(0.0, -1.0, 0.001, 150.0)
     with pytest.raises(PMarkValueError, match="n_draws"):
         randomisation_pvalue(0, 1.0, np.zeros(3), 0)

@@ -93,7 +93,7 @@ def test_cosine_law_ks_monte_carlo(d):
 
 
 def test_cosine_tail_at_768():
-    # CLAIMS X6 quotes 0.0265 (3 significant digits): tolerance half a unit in the last digit.
+    # docs/claims.md X6 quotes 0.0265 (3 significant digits): tolerance half a unit in the last digit.
     assert abs(cosine_tail(0.08, 768) - 0.0265) <= 5e-5
     law = cosine_law(768)
     np.testing.assert_allclose(cosine_tail(0.08, 768), 2 * law.sf(0.08), rtol=1e-12)
@@ -215,7 +215,7 @@ def _pattern_counts(signs):
 
 
 def _assert_fits(counts, probs):
-    """Chi-square p > 1e-3 and Bonferroni per-cell |z| <= Phi^-1(1 - 1e-3/(2 cells)) (CLAIMS §1)."""
+    """Chi-square p > 1e-3 and Bonferroni per-cell |z| <= Phi^-1(1 - 1e-3/(2 cells)) (docs/claims.md §1)."""
     n = counts.sum()
     expected = n * probs
     assert stats.chisquare(counts, expected).pvalue > P_ACCEPT
@@ -412,7 +412,7 @@ def test_robustness_validation():
 
 # ------------------------------------------------------------------------------------------ X5
 def test_online_accuracy_claims_numbers():
-    # CLAIMS X5 quotes 0.950 / 0.930 / 0.902 / 0.863 (3 digits): tolerance 5e-4.
+    # docs/claims.md X5 quotes 0.950 / 0.930 / 0.902 / 0.863 (3 digits): tolerance 5e-4.
     np.testing.assert_allclose(online_bit_accuracy(64, 4), [0.950, 0.930, 0.902, 0.863], rtol=0, atol=5e-4)
 
 

@@ -1,7 +1,13 @@
-"""Tests of the vectorised Harrell–Davis median (E14) against SciPy's per-row hdquantiles and mpmath."""
+"""Tests of the Harrell–Davis median (E14): NumPy against SciPy's per-row hdquantiles and mpmath, JAX against NumPy.
+
+The NumPy :func:`hd_median` is the reference (checked against SciPy here); the JAX twins must reproduce it to
+1e-12 (float64 rounding of one weighted sum), the masked one on the selected entries of each row.
+"""
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
@@ -10,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy.stats.mstats import hdquantiles
 
-from pmark_theory._hd import hd_median, hd_weights
+from pmark_theory._hd import hd_median, hd_median_jax, hd_median_masked_jax, hd_weights
 from pmark_theory._validate import PMarkValueError
 
 
@@ -128,3 +134,93 @@ def test_rejects_bad_axis():
 def test_weights_reject_bad_n():
     with pytest.raises(PMarkValueError, match="n"):
         hd_weights(0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# JAX twins against the NumPy reference.
+# ----------------------------------------------------------------------------------------------------------
+LENGTHS = [1, 2, 3, 4, 7, 8, 31, 64, 65, 257, 1024]
+# One compilation per shape (eager calls would compile each op separately); the eager path is tested below.
+_hd_jit = jax.jit(hd_median_jax, static_argnames="axis")
+_hd_masked_jit = jax.jit(hd_median_masked_jax, static_argnames="axis")
+
+
+def _sample(rng, shape, ties):
+    x = rng.standard_normal(shape) * 3.0
+    return np.round(x) if ties else x  # rounding to integers gives many ties
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("ties", [False, True])
+def test_jax_matches_numpy_reference(n, ties):
+    rng = np.random.default_rng(n + 1000 * ties)
+    x = _sample(rng, (5, n), ties)
+    np.testing.assert_allclose(np.asarray(_hd_jit(x)), hd_median(x), rtol=0, atol=1e-12)
+    # Another sample axis, integer input (cast to float64), and a 1-D input giving a 0-d result.
+    x3 = _sample(rng, (2, n, 3), ties)
+    np.testing.assert_allclose(np.asarray(_hd_jit(x3, axis=1)), hd_median(x3, axis=1), rtol=0, atol=1e-12)
+    xi = np.round(x3).astype(np.int32)
+    np.testing.assert_allclose(np.asarray(_hd_jit(xi, axis=-2)), hd_median(xi, axis=-2), rtol=0, atol=1e-12)
+    out = _hd_jit(x[0])
+    assert out.shape == () and out.dtype == jnp.float64
+    assert abs(float(out) - float(hd_median(x[0]))) <= 1e-12
+
+
+def test_jax_is_jittable_and_vmappable():
+    x = np.random.default_rng(3).standard_normal((4, 6, 33))
+    ref = hd_median(x, axis=-1)
+    np.testing.assert_allclose(np.asarray(jax.jit(hd_median_jax)(x)), ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(jax.vmap(hd_median_jax)(x)), ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(jax.jit(lambda a: hd_median_jax(a, axis=0))(x.transpose(2, 0, 1))), ref, rtol=0, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 64, 200])
+@pytest.mark.parametrize("ties", [False, True])
+def test_masked_matches_numpy_on_selected_entries(n, ties):
+    rng = np.random.default_rng(7 * n + ties)
+    x = _sample(rng, (40, n), ties)
+    mask = rng.uniform(size=(40, n)) < rng.uniform(0.05, 1.0, size=(40, 1))  # varying counts per row
+    mask[0] = True  # the full row equals the unmasked median
+    mask[1] = False  # an empty row gives NaN
+    expected = np.array([hd_median(row[m]) if m.any() else np.nan for row, m in zip(x, mask)])
+    got = np.asarray(_hd_masked_jit(x, mask))  # counts traced inside jit
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert np.isnan(got[1])
+    # Axis handling, and the eager path.
+    got_t = np.asarray(hd_median_masked_jax(x.T, mask.T, axis=0))
+    np.testing.assert_allclose(got_t, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(hd_median_masked_jax(x, np.ones_like(mask))), hd_median(x), atol=1e-12
+    )
+
+
+def test_eager_calls_match():
+    x = np.random.default_rng(5).standard_normal((3, 9))
+    mask = np.arange(9) % 2 == 0
+    np.testing.assert_allclose(np.asarray(hd_median_jax(x)), hd_median(x), rtol=0, atol=1e-12)
+    got = np.asarray(hd_median_masked_jax(x, np.broadcast_to(mask, x.shape)))
+    np.testing.assert_allclose(got, hd_median(x[:, mask]), rtol=0, atol=1e-12)
+
+
+def test_masked_ignores_the_values_it_masks_out():
+    # Masked-out entries may be anything finite (here huge): they must not move the median.
+    x = np.array([[1.0, 1e300, 2.0, -1e300, 3.0]])
+    mask = np.array([[True, False, True, False, True]])
+    assert float(_hd_masked_jit(x, mask)[0]) == pytest.approx(float(hd_median([1.0, 2.0, 3.0])), abs=1e-15)
+
+
+def test_jax_rejects_bad_input():
+    with pytest.raises(PMarkValueError, match="at least one dimension"):
+        hd_median_jax(1.0)
+    with pytest.raises(PMarkValueError, match="empty along axis"):
+        hd_median_jax(jnp.zeros((3, 0)))
+    with pytest.raises(PMarkValueError, match="axis"):
+        hd_median_jax(jnp.zeros((2, 3)), axis=2)
+    with pytest.raises(PMarkValueError, match="NaN"):
+        hd_median_jax(np.array([1.0, np.nan]))
+    with pytest.raises(PMarkValueError, match="mask"):
+        hd_median_masked_jax(np.zeros((2, 3)), np.ones((2, 2), dtype=bool))
+    with pytest.raises(PMarkValueError, match="mask"):
+        hd_median_masked_jax(np.zeros((2, 3)), np.ones((2, 3)))

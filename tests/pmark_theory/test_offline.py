@@ -30,7 +30,7 @@ from pmark_theory._offline import (
 )
 from pmark_theory._validate import PMarkValueError
 
-EXACT = 1e-12  # CLAIMS §1: exact computations in float64 agree to 1e-12
+EXACT = 1e-12  # docs/claims.md §1: exact computations in float64 agree to 1e-12
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def test_literal_law_reproduces_claims_frequencies():
     p11 = 0.25**8
     p00 = 0.5**8 - 0.25**8
     np.testing.assert_allclose(law, [p00, (1 - p00 - p11) / 2, (1 - p00 - p11) / 2, p11], rtol=0, atol=EXACT)
-    # CLAIMS E7 quotes Monte Carlo frequencies 0.004/0.494/0.503/0; tolerance 0.01 covers their sampling noise
+    # docs/claims.md E7 quotes Monte Carlo frequencies 0.004/0.494/0.503/0; tolerance 0.01 covers their sampling noise
     # (~5 SE at 1e4 draws). Uniform π is the law that reproduces them.
     np.testing.assert_allclose(law, [0.004, 0.494, 0.503, 0.0], atol=0.01)
     assert _tv(np.full(4, 0.25), law) > 0.2  # negative control: grossly distortive
@@ -371,7 +371,7 @@ def test_sig_and_r_distorts_uniform_signs():
     tv = offline_sig_and_r_tv(uniform, 64)
     law = _reservoir_dp(uniform.ravel(), 4, 64, _and)  # independent exact route
     assert abs(tv - _tv(uniform, law)) < EXACT
-    assert abs(tv - 0.43) < 0.005  # CLAIMS E8 quotes TV ≈ 0.43 (two digits)
+    assert abs(tv - 0.43) < 0.005  # docs/claims.md E8 quotes TV ≈ 0.43 (two digits)
     assert offline_tv(uniform, 64) < EXACT  # the corrected match count is distortion-free here
     assert offline_sig_and_r_tv(uniform, 1) < EXACT  # one candidate: nothing to select
 

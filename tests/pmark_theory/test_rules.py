@@ -102,6 +102,20 @@ def test_hd_split_fails_the_same_test():
     assert failures >= 10  # unbalanced for most continuous samples (balanced ones exist by chance)
 
 
+def test_hd_split_thresholds_are_the_hd_median_of_the_current_set():
+    # Oracle: the NumPy reference hd_median (tested against SciPy) applied channel by channel to the survivors.
+    rng = np.random.default_rng(11)
+    for n, b in [(8, 2), (16, 3), (7, 2)]:
+        proxies = rng.normal(size=(n, b))
+        for bits in _all_bits(b):
+            keep = np.ones(n, dtype=bool)
+            for j in range(b):
+                if keep.any():
+                    m = pt.hd_median(proxies[keep, j])
+                    keep &= proxies[:, j] >= m if bits[j] == 1 else proxies[:, j] < m
+            np.testing.assert_array_equal(np.asarray(pt.hd_split_mask(proxies, bits)), keep)
+
+
 def test_offline_mask_is_argmax_of_match_count():
     rng = np.random.default_rng(0)
     for _ in range(50):

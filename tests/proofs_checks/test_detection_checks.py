@@ -14,8 +14,8 @@ import pmark_theory._detection
 from proofs_checks import registry
 from proofs_checks._io import to_jsonable
 from proofs_checks._registry import Budget, check_key
-from proofs_checks.checks import _detection_checks, _offline_checks  # noqa: F401  (registers the checks)
-from proofs_checks.checks._detection_checks import _fixed_key_collision
+from proofs_checks.checks import _hard_count_checks, _offline_checks, _soft_count_checks  # noqa: F401
+from proofs_checks.checks._nshot_checks import fixed_key_collision as _fixed_key_collision
 from proofs_checks.checks._offline_checks import _bruteforce_law, bits_to_pattern, pattern_bits
 
 IDS = ["C11", "C14", "C15", "C16", "C17", "C19", "E7", "E8", "E11", "X2", "X3", "X4"]

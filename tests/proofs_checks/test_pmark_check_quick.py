@@ -69,3 +69,6 @@ def test_report_renders_every_referenced_figure(quick_run):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000, ref
     for r in json.loads((out / "results.json").read_text())["results"]:
         assert f"## {r['id']}" in report
+    # Every check's section names its mutation guards, and the report ends with their table.
+    assert report.count("**Mutation(s).**") == len(refs_ids := re.findall(r"^## (\S+) — ", report, re.M))
+    assert "## Mutation guards" in report and "| Check | mutation | effect |" in report, refs_ids

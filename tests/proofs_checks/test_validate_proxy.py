@@ -131,7 +131,7 @@ def test_pmark_online_is_exactly_distortion_free_and_confirmed_by_simulation(pma
     assert pmark_run.online["admissible"] == [8, 16, 64] and pmark_run.online["balance"].balanced
     assert pmark_run.function_checks["deterministic"] and pmark_run.function_checks["batch_invariant"]
     conf = {c.scheme.split()[0]: c for c in pmark_run.confirmations}
-    # Tolerance (CLAIMS.md §1): chi-square p > 1e-3 and Bonferroni per-sentence |z|; false-alarm rate ~1e-3.
+    # Tolerance (docs/claims.md §1): chi-square p > 1e-3 and Bonferroni per-sentence |z|; false-alarm rate ~1e-3.
     assert conf["online"].consistent and conf["online"].exact_tv == 0.0
     assert conf["offline"].consistent and conf["offline"].exact_tv == pmark_run.offline_tv["64"].value
     # Negative controls: the same histograms against a wrong law (TV ~0.25) are rejected.
@@ -401,7 +401,16 @@ def test_cli_corpus(tmp_path, capsys):
     bad.write_bytes(b"fine line\n\xff\xfe broken\n")
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")
-    for path, needle in ((bad, "not valid UTF-8"), (empty, "empty"), (tmp_path / "none.txt", "cannot read")):
+    zero = tmp_path / "zero.txt"
+    zero.symlink_to("/dev/zero")  # a device read without a bound would fill the memory
+    cases = (
+        (bad, "not valid UTF-8"),
+        (empty, "empty"),
+        (tmp_path / "none.txt", "does not exist"),
+        (tmp_path, "directory"),
+        (zero, "not a regular file"),
+    )
+    for path, needle in cases:
         assert main(["builtin:pmark", "--corpus", str(path), "--out", str(tmp_path / "x")], HashEncoder) == 2
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1

@@ -10,9 +10,10 @@ from scipy import special, stats
 
 from pmark_theory import PMarkValueError
 from pmark_theory._counts import hard_counts
-from pmark_theory._detection import hard_count_power, paper_soft_fpr, snr_moments, soft_nonmatch_values
+from pmark_theory._detection import paper_soft_fpr, soft_nonmatch_values
 from pmark_theory._geometry import cluster_sign_prob, flip_is_possible, haar_pivots, online_bit_accuracy
-from pmark_theory._hd import hd_median
+from pmark_theory._hd import hd_median, hd_median_jax
+from pmark_theory._snr import hard_count_power, snr_moments
 from simulations._attacks import adversarial_attack
 from simulations._detection import detection_experiment, power_curve, summarize_detection
 from simulations._detection_flips import flip_curve
@@ -26,7 +27,7 @@ from simulations._detection_stats import (
     snr_summary,
     tpr_at_fpr,
 )
-from simulations._detection_texts import TextSample, hd_median_jax, make_text_simulator, simulate_texts
+from simulations._detection_texts import TextSample, make_text_simulator, simulate_texts
 
 B, T, N = 4, 12, 64
 N_BITS = B * T
@@ -46,7 +47,7 @@ class Isotropic:
 
 
 class Cluster:
-    """Anisotropic cluster source x = normalise(√ρ μ + √(1−ρ) ξ), ξ ~ N(0, I/d) (CLAIMS §4, C18)."""
+    """Anisotropic cluster source x = normalise(√ρ μ + √(1−ρ) ξ), ξ ~ N(0, I/d) (docs/claims.md §4, C18)."""
 
     def __init__(self, d: int, rho: float, seed: int = 0):
         self.d, self.rho = d, rho
@@ -88,7 +89,7 @@ def online_hd():
 
 @pytest.fixture(scope="module")
 def offline_h0():
-    """H0 texts read by the offline detector (m = 0): isotropic d = 768, n = 48 bits (CLAIMS X4's setting)."""
+    """H0 texts read by the offline detector (m = 0): isotropic d = 768, n = 48 bits (docs/claims.md X4's setting)."""
     texts = simulate_texts(
         jax.random.key(7),
         Isotropic(768),
@@ -150,7 +151,7 @@ def test_paper_soft_z_fpr_matches_exact_prediction_and_x4(offline_h0):
 
     Checked three ways: (i) the CP interval lies well above 1%; (ii) the MC rate is within 5 SE of the
     average over texts of the exact per-text FPR ``paper_soft_fpr`` (a conservative lattice bound at
-    resolution 1024, so the check is one-sided on that side); (iii) within 5 SE of CLAIMS X4's 7.4%.
+    resolution 1024, so the check is one-sided on that side); (iii) within 5 SE of docs/claims.md X4's 7.4%.
     """
     texts, st = offline_h0
     ci = rejection_rate(st.z_paper_abs > nominal_threshold(0.01), CP_CONF)

@@ -34,7 +34,7 @@ def test_trial_i_uses_fold_in_key_i_and_chunking_is_invisible():
     ref_ids = np.asarray(jax.vmap(lambda i: _dice(jax.random.fold_in(KEY, i)))(jnp.arange(n)))
     ref = np.bincount(ref_ids[(ref_ids >= 0) & (ref_ids < 10)], minlength=10)
     for chunk in (128, 4096):
-        res = sim.run_trials(KEY, _dice, n, n_outcomes=10, chunk_size=chunk)
+        res = sim.run_trials(KEY, _dice, n, n_outcomes=10, chunk_size=chunk, allow_out_of_range=True)
         np.testing.assert_array_equal(res.counts, ref)
         assert res.n_out_of_range == int(np.sum((ref_ids < 0) | (ref_ids >= 10)))
         assert res.n_trials == n and res.counts.dtype == np.int64
@@ -108,6 +108,7 @@ def test_sharded_over_8_devices_equals_one_device_exactly():
         ({"n_trials": 10, "n_outcomes": 10, "devices": 0}, "devices"),
         ({"n_trials": 10, "n_outcomes": 10, "devices": 10_000}, "devices"),
         ({"n_trials": 10, "n_outcomes": 10, "devices": []}, "devices"),
+        ({"n_trials": 10, "n_outcomes": 10, "compiler_options": [("a", 1)]}, "compiler_options"),
     ],
 )
 def test_bad_input_names_the_argument(kwargs, match):
@@ -119,3 +120,37 @@ def test_bad_input_names_the_argument(kwargs, match):
 def test_counts_need_a_scalar_step():
     with pytest.raises(PMarkValueError, match="scalar"):
         sim.run_trials(KEY, lambda k: jax.random.randint(k, (2,), 0, 3), 10, n_outcomes=3)
+
+
+def test_compiler_options_are_scoped_to_the_run_and_keep_the_results():
+    # The quick-mode options (what jax_disable_most_optimizations sets on CPU) are forwarded to this run's
+    # compilation only: integer outcomes are bit-identical, floats agree to rounding, and no global flag changes.
+    fast = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    flag = jax.config.read("jax_disable_most_optimizations")
+    counts = [
+        sim.run_trials(KEY, _dice, 1000, n_outcomes=10, compiler_options=o, allow_out_of_range=True)
+        for o in (None, fast)
+    ]
+    np.testing.assert_array_equal(counts[0].counts, counts[1].counts)
+    assert counts[0].n_out_of_range == counts[1].n_out_of_range
+    plain, quick = (sim.run_trials(KEY, _pair, 500, compiler_options=o).outputs for o in (None, fast))
+    np.testing.assert_array_equal(plain["bit"], quick["bit"])
+    np.testing.assert_allclose(plain["u"], quick["u"], rtol=1e-12, atol=0)
+    assert jax.config.read("jax_disable_most_optimizations") == flag
+    # The options really reach XLA: an unknown one is rejected by the compiler.
+    with pytest.raises(Exception, match="xla_no_such_option"):
+        sim.run_trials(KEY, _dice, 10, n_outcomes=10, compiler_options={"xla_no_such_option": 1})
+
+
+def test_out_of_range_outcomes_raise_unless_allowed():
+    """A 50-outcome step counted with n_outcomes = 10 must not give a silently truncated histogram."""
+    step = lambda k: jax.random.randint(k, (), 0, 50)  # noqa: E731
+    with pytest.raises(PMarkValueError, match=r"outside 0\.\.9"):
+        sim.run_trials(KEY, step, 2000, n_outcomes=10)
+    res = sim.run_trials(KEY, step, 2000, n_outcomes=10, allow_out_of_range=True)
+    assert res.counts.sum() + res.n_out_of_range == 2000 and res.n_out_of_range > 1000
+
+
+def test_int_key_gives_a_clear_error():
+    with pytest.raises(PMarkValueError, match=r"jax\.random\.key"):
+        sim.run_trials(0, _dice, 10, n_outcomes=10, allow_out_of_range=True)

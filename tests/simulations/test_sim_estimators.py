@@ -1,4 +1,4 @@
-"""Monte Carlo estimators (CLAIMS.md §1 tolerances): calibration against simulated multinomials, scipy oracles."""
+"""Monte Carlo estimators (docs/claims.md §1 tolerances): calibration against simulated multinomials, scipy oracles."""
 
 from __future__ import annotations
 

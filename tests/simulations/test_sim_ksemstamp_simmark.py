@@ -13,7 +13,8 @@ import pytest
 from _mc_helpers import mc_counts
 
 import simulations as sim
-from pmark_theory._semstamp import semstamp_factor, semstamp_fallback_factor
+from pmark_theory._semstamp import semstamp_factor
+from pmark_theory._semstamp_fixed import semstamp_fallback_factor
 from pmark_theory._validate import PMarkValueError
 
 

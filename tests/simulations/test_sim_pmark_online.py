@@ -34,7 +34,7 @@ def test_online_with_heavy_ties_is_distortion_free_and_median_split_is_not():
 
 
 def test_hd_median_split_distorts():
-    """CLAIMS.md §2: splitting at the Harrell–Davis median (unbalanced halves) is not distortion-free."""
+    """docs/claims.md §2: splitting at the Harrell–Davis median (unbalanced halves) is not distortion-free."""
     u = sim.make_finite_universe(jax.random.key(6), 24, 6)
     assert_rejected(mc_counts(sim.pmark_step(u, haar_pivots(2, 6, 2), 8, "hd_split"), 24, seed=22), u.probs)
 

@@ -14,7 +14,8 @@ from _mc_helpers import assert_consistent, assert_rejected, mc_counts
 
 import simulations as sim
 from pmark_theory._geometry import haar_pivots
-from pmark_theory._semstamp import semstamp_factor, semstamp_fallback_factor_avg, semstamp_tilted_factor
+from pmark_theory._semstamp import semstamp_factor
+from pmark_theory._semstamp_fixed import semstamp_fallback_factor_avg, semstamp_tilted_factor
 from pmark_theory._validate import PMarkValueError
 
 # Orthonormal LSH normals (h = 2, M = 4 cells), so make_pattern_universe fixes the cell masses q exactly.

@@ -1,4 +1,4 @@
-"""Synthetic universes and their exact laws (CLAIMS.md §4, C18, X2 inputs): brute force, scipy oracles, bad input."""
+"""Synthetic universes and their exact laws (docs/claims.md §4, C18, X2 inputs): brute force, scipy oracles, bad input."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_sign_pattern_masses_brute_force_and_zero_counts_as_zero():
     u = sim.make_finite_universe(KEY, 30, 5, alpha=0.7)
     v = haar_pivots(3, 5, 3)
     np.testing.assert_allclose(sim.sign_pattern_masses(u, v), _brute_force_patterns(u, v), atol=1e-15)
-    # F = 0 exactly (coordinate pivots, a sentence on the hyperplanes) counts as Sig = 0 (CLAIMS.md §0)
+    # F = 0 exactly (coordinate pivots, a sentence on the hyperplanes) counts as Sig = 0 (docs/claims.md §0)
     axes = np.eye(5)[[0, 2, 4]]
     emb = u.embeddings.copy()
     emb[0] = np.eye(5)[1]  # F = (0, 0, 0)

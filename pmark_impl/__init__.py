@@ -1,0 +1,60 @@
+"""pmark_impl: PMark on a real LLM and sentence encoder — keys, generation, detection, the ``pmark`` CLI.
+
+Imports ``pmark_theory`` (the rules and exact laws), never ``simulations``. The model side (torch,
+transformers, sentence-transformers) is imported lazily on first use of its names.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pmark_impl._detect import (
+    DETECT_MODES,
+    ChannelEvidence,
+    DetectionResult,
+    SentenceEvidence,
+    detect,
+)
+from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._types import MODES, GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
+from pmark_impl._watermark import context_for, generate
+
+#: Model-side names, imported on first access (they pull in torch / transformers).
+_LAZY = {
+    "split_sentences": "pmark_impl._segment",
+    "SamplingConfig": "pmark_impl._sampler",
+    "Candidate": "pmark_impl._sampler",
+    "LMSentenceSampler": "pmark_impl._sampler",
+    "Encoder": "pmark_impl._encoder",
+    "load_lm": "pmark_impl._models",
+    "load_encoder": "pmark_impl._models",
+    "key_recovery_on_text": "pmark_impl._security",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pmark_impl' has no attribute {name!r}")
+
+
+__all__ = [
+    "DETECT_MODES",
+    "MODES",
+    "ChannelEvidence",
+    "DetectionResult",
+    "GenerationResult",
+    "KeyFileError",
+    "SentenceEncoder",
+    "SentenceEvidence",
+    "SentenceSampler",
+    "StepInfo",
+    "WatermarkKey",
+    "context_for",
+    "detect",
+    "generate",
+    "load_key",
+    "save_key",
+    *sorted(_LAZY),
+]

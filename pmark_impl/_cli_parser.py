@@ -1,0 +1,185 @@
+"""The ``pmark`` command line's argument parser: subcommands, options, range-checked numbers.
+
+Kept apart from :mod:`pmark_impl.cli` (the handlers and ``main``) so that each module holds one concept; the
+parser receives the handlers, so tests that patch ``pmark_impl.cli``'s loaders keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+
+from pmark_impl._cli_util import MAX_SEED, OneLineArgumentParser, float_type, int_type
+
+__all__ = ["MAX_CANDIDATES", "MAX_SENTENCES", "build_parser"]
+
+#: Upper bounds of command-line counts (sane limits; larger values are typos).
+MAX_CANDIDATES = 1 << 16
+MAX_SENTENCES = 10_000
+
+
+def _version() -> str:
+    """The installed version of the ``pmark-toolkit`` distribution (``unknown`` when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pmark-toolkit")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+_CHANNELS = int_type(1, 64)
+_SEED = int_type(0, MAX_SEED, rule=f"an integer in 0..2**63-1 = 0..{MAX_SEED}")
+_CANDIDATES = int_type(1, MAX_CANDIDATES)
+_SENTENCES = int_type(1, MAX_SENTENCES)
+
+
+def build_parser(
+    handlers: Mapping[str, Callable[[argparse.Namespace], int]],
+    external: Mapping[str, tuple[str, str, str]],
+) -> argparse.ArgumentParser:
+    """The ``pmark`` argument parser: ``keygen``, ``generate``, ``detect``, ``demo`` and the external commands.
+
+    Args:
+      handlers: ``subcommand -> handler(args) -> exit status`` (set as ``args.func``).
+      external: ``name -> (module, function, help)`` of the commands handed to another package.
+
+
+    Errors are one line (:class:`~pmark_impl._cli_util.OneLineArgumentParser`); every number is range-checked.
+    """
+    from pmark_impl._keys import MAX_KEY_CHANNELS, MAX_KEY_DIM
+
+    parser = OneLineArgumentParser(prog="pmark", description="PMark semantic watermarking on a real LLM.")
+    parser.add_argument("--version", action="version", version=f"pmark {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("keygen", help="create a secret watermark key file (JSON, mode 0600)")
+    p.add_argument("--out", required=True, metavar="KEY", help="key file to create")
+    p.add_argument("--encoder", default=None, help="sentence encoder name or path (default: offline MiniLM)")
+    p.add_argument(
+        "--dim",
+        type=int_type(1, MAX_KEY_DIM),
+        default=None,
+        help=f"encoder dimension, 1..{MAX_KEY_DIM} (skips loading the encoder)",
+    )
+    p.add_argument(
+        "--channels",
+        type=int_type(1, MAX_KEY_CHANNELS),
+        default=4,
+        metavar="b",
+        help=f"number of channels b, 1..min(d, {MAX_KEY_CHANNELS}) (default 4)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite an existing key file (regular files only)")
+    p.set_defaults(func=handlers["keygen"])
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--key", required=True, metavar="KEY", help="key file")
+        p.add_argument(
+            "--allow-insecure-key",
+            action="store_true",
+            help="use a key file that group or others may read (refused by default: chmod 600 KEY)",
+        )
+        p.add_argument(
+            "--channels", type=_CHANNELS, default=None, metavar="b", help="use the key's first b channels"
+        )
+        p.add_argument(
+            "--model", default=None, metavar="M", help="LM name or path (default: offline SmolLM2)"
+        )
+        p.add_argument("--encoder", default=None, metavar="E", help="encoder (default: the key's encoder)")
+        p.add_argument(
+            "--seed", type=_SEED, default=0, metavar="S", help="random seed, 0 <= S < 2^63 (default 0)"
+        )
+        p.add_argument(
+            "--temperature",
+            type=float_type(0, 100, open_lo=True),
+            default=None,
+            help="sampling temperature in (0, 100] (default 0.7)",
+        )
+        p.add_argument(
+            "--top-p",
+            type=float_type(0, 1, open_lo=True),
+            default=None,
+            help="nucleus sampling top-p in (0, 1] (default 0.95)",
+        )
+        p.add_argument(
+            "--prompt-file", default=None, metavar="FILE", help="read the prompt from a UTF-8 file"
+        )
+
+    modes = ["online", "offline", "semstamp", "ksemstamp"]
+    p = sub.add_parser("generate", help="generate a watermarked continuation of PROMPT")
+    common(p)
+    p.add_argument("--mode", choices=modes, default="online")
+    p.add_argument(
+        "--n",
+        type=_CANDIDATES,
+        default=16,
+        metavar="N",
+        help=f"candidates per sentence, 1..{MAX_CANDIDATES} (online: N %% 2^b == 0)",
+    )
+    p.add_argument(
+        "--max-sentences",
+        type=_SENTENCES,
+        default=12,
+        metavar="T",
+        help=f"at most T sentences, 1..{MAX_SENTENCES} (default 12)",
+    )
+    p.add_argument("--out", default=None, metavar="FILE", help="write the text here (default: stdout)")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
+    p.add_argument("prompt", metavar="PROMPT", nargs="?", default=None, help="the prompt (or --prompt-file)")
+    p.set_defaults(func=handlers["generate"])
+
+    p = sub.add_parser(
+        "demo",
+        help="real-model demo: a watermarked and an unwatermarked text from the default models, detected",
+    )
+    from pmark_impl._demo import DEFAULT_PROMPT
+
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt")
+    p.add_argument(
+        "--sentences", type=int_type(1, 1000), default=6, help="sentences per text, 1..1000 (default 6)"
+    )
+    p.add_argument(
+        "--n", type=_CANDIDATES, default=16, metavar="N", help="candidates per sentence (default 16)"
+    )
+    p.add_argument("--channels", type=_CHANNELS, default=4, metavar="b", help="channels b, 1..64 (default 4)")
+    p.add_argument("--seed", type=_SEED, default=0, help="seed of the in-memory key and of sampling")
+    p.add_argument("--model", default=None, help="language model (default: offline SmolLM2-135M-Instruct)")
+    p.add_argument("--encoder", default=None, help="sentence encoder (default: offline all-MiniLM-L6-v2)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=handlers["demo"])
+
+    p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
+    common(p)
+    p.add_argument("--mode", choices=["offline", "online", "semstamp", "ksemstamp"], default="offline")
+    p.add_argument("--prompt", default="", help="the prompt FILE continues (online mode context)")
+    p.add_argument(
+        "--n", type=_CANDIDATES, default=16, metavar="N", help="online: candidates resampled per sentence"
+    )
+    p.add_argument(
+        "--alpha",
+        type=float_type(0, 1, open_lo=True, open_hi=True),
+        default=0.01,
+        help="level in (0, 1) (default 0.01)",
+    )
+    p.add_argument("--test", choices=["hard", "soft"], default="hard", help="hard (exact) or calibrated soft")
+    p.add_argument(
+        "--delta", type=float_type(0), default=0.001, help="soft-count margin, finite >= 0 (default 0.001)"
+    )
+    p.add_argument(
+        "--K",
+        type=float_type(0, open_lo=True),
+        default=150.0,
+        help="soft-count smoothing factor, finite > 0 (default 150)",
+    )
+    p.add_argument(
+        "--evidence",
+        action="store_true",
+        help="print per-sentence evidence (f, medians, key bits, matches). Whoever sees this output can recover "
+        "the secret key: for the key holder only",
+    )
+    p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin), without the prompt")
+    p.set_defaults(func=handlers["detect"])
+
+    for name, (_module, _fn, help_text) in external.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser

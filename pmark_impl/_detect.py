@@ -1,0 +1,471 @@
+"""Detection of PMark (and SemStamp) watermarks in a text, with exact p-values (X3, X4, C13, C19, E9–E14).
+
+Which sentences carry evidence: ``text`` is the generated continuation, WITHOUT the prompt (what
+:func:`pmark_impl._watermark.generate` returns). It is split into sentences ``s_0..s_{T-1}``; sentence ``t`` is
+scored against the key's bits ``r_(t, ·)`` of position ``t``. The prompt is only context (online mode resamples
+candidates from ``prompt + s_0..s_{t-1}``, exactly as generation did). This is the paper's
+``S = [s^(0), …, s^(T)]`` with the prompt as ``s^(0)`` and our ``t`` = the paper's ``t − 1``.
+
+Per channel ``j`` of sentence ``t``: proxy ``f = <v_j, T(s_t)>``, reference median ``m`` (0 offline; online the
+Harrell–Davis median of ``N`` fresh candidates from the same context, E14), key bit ``r``, hard evidence
+``c = 1{1{f > m} = r}`` and the paper's soft evidence (δ, K; E9).
+
+Tests (one-sided, E11):
+  * hard (default): ``N_g ~ Binomial(bT, ½)`` exactly under H0 given ANY text, because the bits are a keyed PRF
+    of the position only (X3, E13): ``p = P(Bin(bT, ½) >= N_g)``. The guarantee is over the key: for ONE
+    deployed key, the false-positive rate over human texts can differ from α (offline, median 0, E13);
+    the online median comes from the LM with a seed that never depends on the key;
+  * soft, calibrated: exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½, X4);
+  * the paper's soft ``z`` is reported for comparison, marked ``uncalibrated`` (its nominal level is not α, C19).
+
+Texts with fewer than ``min_sentences`` (default 2) sentences, or whose best attainable p-value
+(``2^(−bT)``; SemStamp ``γ^T``) exceeds ``alpha``, get the verdict ``"not enough evidence"`` and
+``p_value = 1`` (a valid, conservative p-value); the raw statistics are still reported.
+
+What is printed (S1, ``docs/security.md``): the encoder is public, so whoever reads the per-sentence proxies
+``f`` and bits can solve for the secret pivots by least squares after ``⌈d/T⌉`` texts. The default output
+(:meth:`DetectionResult.to_dict`, ``pmark detect``) is therefore the level
+``pmark_theory._key_recovery.DEFAULT_OUTPUT_LEVEL`` = ``"total"``: verdict, p-values and totals only, nothing
+per sentence or per channel. ``to_dict(evidence=True)`` gives the full record, for the key holder only. The
+attributes (``result.sentences``) stay available to Python callers, but ``repr(result)`` is a summary.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import special, stats
+
+from pmark_impl._keys import WatermarkKey
+from pmark_impl._steps import embed
+from pmark_impl._types import SentenceEncoder, SentenceSampler
+from pmark_impl._watermark import context_for, resolve_channels, torch_generator
+from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
+from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
+from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
+from pmark_theory._hd import hd_median
+from pmark_theory._key_recovery import DEFAULT_OUTPUT_LEVEL
+from pmark_theory._validate import PMarkValueError, check_green_size, check_positive_int, check_unit_interval
+
+__all__ = [
+    "DETECT_MODES",
+    "EVIDENCE_WARNING",
+    "TOTAL_STATISTICS",
+    "VERDICT_NOT_ENOUGH",
+    "VERDICT_NO_WATERMARK",
+    "VERDICT_WATERMARKED",
+    "ChannelEvidence",
+    "DetectionResult",
+    "SentenceEvidence",
+    "detect",
+]
+
+DETECT_MODES = ("offline", "online", "semstamp", "ksemstamp")
+VERDICT_WATERMARKED = "watermarked"
+VERDICT_NO_WATERMARK = "no watermark detected"
+VERDICT_NOT_ENOUGH = "not enough evidence"
+
+#: The only fields of ``statistics`` printed at the default output level ``"total"``: totals and the p-values
+#: derived from them, nothing per sentence or channel (S1). The soft block has no ``n_green``: see
+#: ``docs/security.md`` ("The soft statistics") for what the soft p-value and the paper's z still reveal.
+TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
+    "hard": ("n_green", "p_value", "z"),
+    "soft": ("p_value", "calibrated"),
+    "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
+    "green_count": ("n_green", "gamma", "p_value"),
+}
+#: Printed with every ``evidence`` record.
+EVIDENCE_WARNING = (
+    "this record holds the per-sentence evidence (projections f, key bits, cells): whoever sees records like it "
+    "for about d / T texts can recover the secret key (pivots and bits) by least squares and then forge or strip "
+    "the watermark. Keep it with the key; never publish it or return it to users (docs/security.md)."
+)
+if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
+    raise ImportError(f"pmark_impl._detect prints the 'total' level by default, not {DEFAULT_OUTPUT_LEVEL!r}")
+
+
+@dataclass(frozen=True)
+class ChannelEvidence:
+    """One channel of one sentence: proxy ``f``, median ``m``, key bit, hard and soft evidence, ``a`` (X4)."""
+
+    f: float
+    median: float
+    bit: int
+    hard: int
+    soft: float
+    a: float
+
+
+@dataclass(frozen=True)
+class SentenceEvidence:
+    """Evidence of sentence ``position``: PMark channels, or the SemStamp cell and whether it is green."""
+
+    position: int
+    text: str
+    channels: tuple[ChannelEvidence, ...] = ()
+    cell: int | None = None
+    green: bool | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class DetectionResult:
+    """Verdict, p-values and per-sentence evidence (see the module docstring).
+
+    The attributes hold everything, for the key holder's own code; what is *printed* is chosen by
+    :meth:`to_dict` / :meth:`to_json` (default: totals only, S1), and ``repr`` is a summary without evidence.
+
+    Attributes:
+      verdict: ``"watermarked"`` (``p_value <= alpha``), ``"no watermark detected"`` or ``"not enough evidence"``.
+      p_value: the p-value of the chosen ``test`` (1 when there is not enough evidence).
+      alpha: the level.
+      test: ``"hard"`` (exact binomial) or ``"soft"`` (calibrated soft count); SemStamp: ``"green-count"``.
+      mode: detection mode.
+      n_sentences: ``T``.
+      n_bits: ``bT`` (SemStamp: ``T``).
+      statistics: raw statistics: ``hard`` {n_green, p_value, z}, ``soft`` {n_green, p_value (calibrated)},
+        ``paper_soft_z`` {z, nominal_p_value, uncalibrated: true}; SemStamp ``green_count`` {n_green, gamma,
+        p_value}.
+      sentences: per-sentence evidence (printed only by ``to_dict(evidence=True)``).
+      reason: why the verdict is "not enough evidence" (else empty).
+      settings: encoder, key fingerprint, ``n_channels`` (b), ``median_rule``, δ, K, N, … (named so that no
+        key of the default output is that of a per-sentence field)
+    """
+
+    verdict: str
+    p_value: float
+    alpha: float
+    test: str
+    mode: str
+    n_sentences: int
+    n_bits: int
+    statistics: dict[str, Any]
+    sentences: tuple[SentenceEvidence, ...]
+    reason: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def watermarked(self) -> bool:
+        return self.verdict == VERDICT_WATERMARKED
+
+    def __repr__(self) -> str:
+        return (
+            f"DetectionResult(verdict={self.verdict!r}, p_value={self.p_value:.6g}, alpha={self.alpha:g}, "
+            f"test={self.test!r}, mode={self.mode!r}, n_sentences={self.n_sentences}, n_bits={self.n_bits}, "
+            f"key_fingerprint={self.settings.get('key_fingerprint')!r}, evidence=<{len(self.sentences)} "
+            "sentence(s), not shown; see docs/security.md>)"
+        )
+
+    def to_dict(self, evidence: bool = False) -> dict[str, Any]:
+        """The record to print, at output level ``"total"`` (default) or ``"evidence"`` (S1).
+
+        Args:
+          evidence: ``False`` (default): ``verdict``, ``p_value``, ``alpha``, ``test``, ``mode``,
+            ``n_sentences``, ``n_bits``, ``reason``, ``settings``, the totals of ``statistics``
+            (:data:`TOTAL_STATISTICS`) and ``"output_level": "total"`` — nothing per sentence or channel.
+            ``True``: every attribute, per-sentence evidence included, with ``"output_level": "evidence"`` and
+            a ``"warning"`` (:data:`EVIDENCE_WARNING`): whoever sees such records can recover the key.
+
+        Returns:
+          A dict of plain Python values (the evidence level may hold tuples and non-finite floats).
+        """
+        if evidence:
+            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **asdict(self)}
+        return _total_view(self)
+
+    def to_json(self, indent: int | None = 2, evidence: bool = False) -> str:
+        """:meth:`to_dict` as JSON (non-finite numbers written as strings).
+
+        Args:
+          indent: JSON indentation (``None``: one line).
+          evidence: print the per-sentence evidence (key holder only; see :meth:`to_dict`).
+        """
+        return json.dumps(_jsonable(self.to_dict(evidence=evidence)), indent=indent)
+
+
+def _total_view(res: DetectionResult) -> dict[str, Any]:
+    """The default output level: verdict, p-values and totals (``TOTAL_STATISTICS``), nothing per sentence."""
+    level = DEFAULT_OUTPUT_LEVEL
+    statistics = {
+        name: {f: res.statistics[name][f] for f in fields if f in res.statistics[name]}
+        for name, fields in TOTAL_STATISTICS.items()
+        if name in res.statistics
+    }
+    return {
+        "verdict": res.verdict,
+        "p_value": res.p_value,
+        "alpha": res.alpha,
+        "test": res.test,
+        "mode": res.mode,
+        "n_sentences": res.n_sentences,
+        "n_bits": res.n_bits,
+        "statistics": statistics,
+        "reason": res.reason,
+        "settings": dict(res.settings),
+        "output_level": level,
+    }
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return x if math.isfinite(x) else str(x)
+    return x
+
+
+def _split(text: str | Sequence[str], splitter: Callable[[str], list[str]] | None) -> list[str]:
+    if isinstance(text, str):
+        if splitter is None:
+            from pmark_impl._segment import split_sentences as splitter
+        return [s.strip() for s in splitter(text) if s.strip()]
+    sentences = [str(s).strip() for s in text]
+    return [s for s in sentences if s]
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _evidence(f: Any, m: Any, bits: Any, delta: float, smooth: float) -> tuple[Any, Any, Any]:
+    """Hard counts, the paper's soft counts and the non-matching values ``a`` ``[T, b]`` (X3, E9, X4)."""
+    return (
+        hard_counts(f, m, bits),
+        soft_counts(f, m, bits, delta, smooth),
+        nonmatch_values(f, m, delta, smooth),
+    )
+
+
+def _detect_seed(seed: int, t: int) -> int:
+    """Seed of the online resampling at position ``t``: from the user seed only (never the key, E13)."""
+    return int.from_bytes(hashlib.sha256(f"pmark-detect/{seed}/{t}".encode()).digest()[:8], "big") >> 1
+
+
+def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress) -> np.ndarray:
+    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection)."""
+    med = np.empty((len(sentences), v.shape[0]))
+    for t in range(len(sentences)):
+        cands = list(
+            sampler.sample(context_for(prompt, sentences[:t]), n, torch_generator(_detect_seed(seed, t)))
+        )
+        if len(cands) != n:
+            raise PMarkValueError(f"sampler returned {len(cands)} candidates, {n} were requested")
+        med[t] = hd_median(embed(encoder, [c.text for c in cands], v.shape[1]) @ v.T, axis=0)
+        if progress is not None:
+            progress(t)
+    return med
+
+
+def detect(
+    key: WatermarkKey,
+    text: str | Sequence[str],
+    encoder: SentenceEncoder,
+    *,
+    mode: str = "offline",
+    sampler: SentenceSampler | None = None,
+    prompt: str = "",
+    n_candidates: int = 16,
+    delta: float = 0.001,
+    K: float = 150.0,
+    alpha: float = 0.01,
+    test: str = "hard",
+    channels: int | None = None,
+    seed: int = 0,
+    min_sentences: int = 2,
+    lsh_dim: int = 3,
+    n_clusters: int = 8,
+    gamma: float = 0.25,
+    soft_resolution: int = 2**14,
+    progress: Callable[[int], None] | None = None,
+    splitter: Callable[[str], list[str]] | None = None,
+) -> DetectionResult:
+    """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13).
+
+    Args:
+      key: the watermark key.
+      text: the generated continuation (no prompt), or its sentences as a list.
+      encoder: the key's encoder (``dim == key.dim``).
+      mode: ``"offline"`` (median 0), ``"online"`` (HD median of ``n_candidates`` resampled candidates; needs
+        ``sampler``), ``"semstamp"``/``"ksemstamp"`` (green-cell count, ``Binomial(T, g/M)`` under H0).
+      sampler: the LM sentence sampler (online mode).
+      prompt: the prompt the text continues (online context only).
+      n_candidates: ``N`` resampled per position (online).
+      delta, K: soft-count margin ``δ`` and smoothing ``K`` (paper: 0.001, 150).
+      alpha: level in (0, 1).
+      test: ``"hard"`` or ``"soft"`` — which p-value is ``p_value`` (PMark modes).
+      channels: use the first ``b`` channels of the key (must match generation).
+      seed: seed of the online resampling.
+      min_sentences: fewer evidence sentences give "not enough evidence".
+      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation).
+      soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). The
+        p-value is a conservative upper bound at every resolution; lower is faster (2^14: ~50 ms at 48 bits,
+        2^8: ~1 ms) and more conservative.
+      progress: called with ``t`` after each online resampling.
+      splitter: sentence splitter (default ``pmark_impl._segment.split_sentences``).
+
+    Returns:
+      :class:`DetectionResult`.
+
+    Raises:
+      PMarkValueError: bad arguments, online mode without a sampler, encoder dimension differing from the key.
+    """
+    if mode not in DETECT_MODES:
+        raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
+    if test not in ("hard", "soft"):
+        raise PMarkValueError(f"test must be 'hard' or 'soft', got {test!r}")
+    alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
+    min_sentences = check_positive_int("min_sentences", min_sentences)
+    soft_resolution = check_positive_int("soft_resolution", soft_resolution)
+    b = resolve_channels(key, channels)
+    if int(getattr(encoder, "dim", -1)) != key.dim:
+        raise PMarkValueError(
+            f"encoder dimension {getattr(encoder, 'dim', None)} differs from the key's dimension {key.dim} "
+            f"(the key was made for encoder {key.encoder!r})"
+        )
+    if mode == "online":
+        if sampler is None:
+            raise PMarkValueError("online detection needs a sampler (the LM) to resample candidates")
+        n_candidates = check_positive_int("n_candidates", n_candidates)
+    sentences = _split(text, splitter)
+    t_len = len(sentences)
+    settings = {
+        "encoder": key.encoder,
+        "key_fingerprint": key.fingerprint,
+        "n_channels": b,
+        "min_sentences": min_sentences,
+    }
+    emb = embed(encoder, sentences, key.dim) if t_len else np.zeros((0, key.dim))
+
+    if mode in ("semstamp", "ksemstamp"):
+        return _detect_cells(
+            key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings
+        )
+
+    v = key.pivots()[:b]
+    f = emb @ v.T  # [T, b]
+    if mode == "online" and t_len:
+        m = _online_medians(sampler, encoder, prompt, sentences, v, n_candidates, seed, progress)
+        settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
+    else:
+        m = np.zeros_like(f)
+        settings["median_rule"] = "0"
+    bits = key.bits_matrix(t_len)[:, :b]
+    hard, soft, a = (np.asarray(x) for x in _evidence(f, m, bits, float(delta), float(K)))
+    settings.update(delta=float(delta), K=float(K))
+
+    n_bits = b * t_len
+    n_green = int(hard.sum())
+    n_soft = float(soft.sum())
+    stats_ = {
+        "hard": {
+            "n_green": n_green,
+            "p_value": float(hard_count_pvalue(n_green, n_bits)),
+            "z": float(hard_count_z(n_green, n_bits)),
+        },
+        "soft": {
+            "n_green": n_soft,
+            "p_value": float(calibrated_soft_pvalue(n_soft, a.ravel(), resolution=soft_resolution))
+            if n_bits
+            else 1.0,
+            "calibrated": True,
+        },
+        "paper_soft_z": {
+            "z": float(paper_soft_z(soft.ravel(), two_sided=False)) if n_bits else 0.0,
+            "uncalibrated": True,
+            "note": "the paper's soft z-test; its real false-positive rate exceeds alpha (C19, X4)",
+        },
+    }
+    stats_["paper_soft_z"]["nominal_p_value"] = float(special.ndtr(-stats_["paper_soft_z"]["z"]))
+    evidence = tuple(
+        SentenceEvidence(
+            position=t,
+            text=sentences[t],
+            channels=tuple(
+                ChannelEvidence(
+                    float(f[t, j]),
+                    float(m[t, j]),
+                    int(bits[t, j]),
+                    int(hard[t, j]),
+                    float(soft[t, j]),
+                    float(a[t, j]),
+                )
+                for j in range(b)
+            ),
+        )
+        for t in range(t_len)
+    )
+    p = stats_[test]["p_value"]
+    best = 2.0**-n_bits if n_bits else 1.0
+    return _verdict(p, best, alpha, test, mode, t_len, n_bits, stats_, evidence, min_sentences, settings)
+
+
+def _verdict(p, best, alpha, test, mode, t_len, n_bits, stats_, evidence, min_sentences, settings):
+    reason = ""
+    if t_len < min_sentences:
+        reason = f"{t_len} sentence(s) after the prompt; at least {min_sentences} are needed"
+    elif best > alpha:
+        reason = (
+            f"{n_bits} evidence bit(s): the smallest attainable p-value {best:.3g} exceeds alpha = {alpha:g}"
+        )
+    if reason:
+        verdict, p = VERDICT_NOT_ENOUGH, 1.0
+    else:
+        verdict = VERDICT_WATERMARKED if p <= alpha else VERDICT_NO_WATERMARK
+    return DetectionResult(
+        verdict=verdict,
+        p_value=float(p),
+        alpha=alpha,
+        test=test,
+        mode=mode,
+        n_sentences=t_len,
+        n_bits=n_bits,
+        statistics=stats_,
+        sentences=evidence,
+        reason=reason,
+        settings=settings,
+    )
+
+
+def _detect_cells(key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings):
+    """SemStamp / k-SemStamp: ``#green ~ Binomial(T, g/M)`` under H0 given any text (C5; green sets keyed)."""
+    t_len = len(sentences)
+    if mode == "semstamp":
+        h = check_positive_int("lsh_dim", lsh_dim)
+        n_cells = 2**h
+        cells = np.asarray(lsh_cells(jnp.asarray(emb), jnp.asarray(key.lsh_hyperplanes(h)))) if t_len else []
+        settings["lsh_dim"] = h
+    else:
+        n_cells = check_positive_int("n_clusters", n_clusters, minimum=2)
+        cells = (
+            np.asarray(ksemstamp_cells(jnp.asarray(emb), jnp.asarray(key.centroids(n_cells))))
+            if t_len
+            else []
+        )
+        settings["n_clusters"] = n_cells
+    g = check_green_size(round(gamma * n_cells), n_cells)
+    gam = g / n_cells
+    green = [bool(key.green_set(t, n_cells, g)[int(cells[t])]) for t in range(t_len)]
+    n_green = sum(green)
+    p = float(stats.binom.sf(n_green - 1, t_len, gam)) if t_len else 1.0
+    settings.update(gamma=gam, n_cells=n_cells)
+    stats_ = {"green_count": {"n_green": n_green, "gamma": gam, "p_value": p}}
+    evidence = tuple(
+        SentenceEvidence(position=t, text=sentences[t], cell=int(cells[t]), green=green[t])
+        for t in range(t_len)
+    )
+    best = gam**t_len
+    return _verdict(
+        p, best, alpha, "green-count", mode, t_len, t_len, stats_, evidence, min_sentences, settings
+    )

@@ -1,0 +1,320 @@
+"""LM sentence sampler: N candidate next sentences from one shared prefix, in one batched decoding loop.
+
+PMark's online and offline rules (C9, C10, E7) pick one of ``N`` candidates drawn i.i.d. from ``P_M(· | context)``;
+C1 (distortion-free) holds for the *sampler's* sentence law, whatever it is, so the sampler must draw the ``N``
+candidates independently from one fixed law. :class:`LMSentenceSampler` does so with a custom decoding loop
+(docs/architecture.md, "Where the work is heavy"):
+
+1. prefill the context once (batch 1), keep its KV cache and expand it to ``n`` rows
+   (``DynamicCache.batch_repeat_interleave``);
+2. sample every row token by token with ``torch.multinomial(..., generator=generator)`` from the configured law
+   (temperature, then top-k, then top-p, as transformers orders its warpers), in float64;
+3. stop a row at its first sentence boundary (:func:`pmark_impl._segment.first_sentence_end` on the decoded row),
+   at an EOS token, or after ``max_sentence_tokens`` tokens; drop finished rows from the batch and the cache
+   (``batch_select_indices``), so the loop ends when the last row does and never hangs.
+
+Outcomes of a row (:class:`Candidate`): ``"sentence"`` (cut just past its first terminal mark; text after the mark
+in the same token is dropped), ``"eos"`` (an EOS token; the text may be empty or lack a terminal mark) and
+``"cap"`` (``max_sentence_tokens`` tokens without a boundary: the truncated text is used as a candidate sentence as
+it is; in the final text it merges with the next sentence at detection, which the watermark reports as a
+misalignment). ``Candidate.text`` is normalised (:func:`~pmark_impl._segment.normalize_whitespace`), so a
+non-empty text is exactly one sentence: ``split_sentences(c.text) == [c.text]``.
+
+Randomness: only the ``torch.Generator`` passed in; same generator state, same context, same model → the same
+candidates, bit for bit, on one machine. The generator must live on the model's device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pmark_impl._segment import first_sentence_end, normalize_whitespace
+from pmark_theory._validate import PMarkValueError, check_positive_int
+
+__all__ = ["OUTCOMES", "Candidate", "LMSentenceSampler", "SamplingConfig", "filtered_logprobs"]
+
+#: The possible ``Candidate.outcome`` values.
+OUTCOMES = ("sentence", "eos", "cap")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How one token is drawn: ``softmax(top_p(top_k(logits / temperature)))``; and the sentence length cap.
+
+    Attributes:
+      temperature: ``> 0``; logits are divided by it.
+      top_p: nucleus mass in ``(0, 1]``; keeps the smallest set of most probable tokens whose mass reaches
+        ``top_p`` (a token is kept iff the mass strictly before it, in decreasing order, is ``< top_p``; equal
+        logits are ordered by token id); ``1`` keeps every token.
+      top_k: keep the ``top_k`` largest logits (ties at the k-th value are kept); ``0`` keeps every token.
+      max_sentence_tokens: cap on tokens per candidate (EOS included); a row reaching it ends with outcome ``"cap"``.
+    """
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 0
+    max_sentence_tokens: int = 48
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
+            raise PMarkValueError(f"temperature must be a finite number > 0, got {t!r}")
+        p = self.top_p
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0 < p <= 1):
+            raise PMarkValueError(f"top_p must lie in (0, 1], got {p!r}")
+        check_positive_int("top_k", self.top_k, minimum=0)
+        check_positive_int("max_sentence_tokens", self.max_sentence_tokens)
+
+    @classmethod
+    def true_law(cls, max_sentence_tokens: int = 48) -> SamplingConfig:
+        """The model's own distribution: ``temperature=1, top_p=1, top_k=0`` (no truncation, C8's caveat)."""
+        return cls(temperature=1.0, top_p=1.0, top_k=0, max_sentence_tokens=max_sentence_tokens)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sampled candidate sentence.
+
+    Attributes:
+      text: the normalised sentence (see the module docstring); may be empty for an immediate EOS.
+      n_tokens: tokens sampled for this row, the EOS token included.
+      outcome: ``"sentence"``, ``"eos"`` or ``"cap"``.
+    """
+
+    text: str
+    n_tokens: int
+    outcome: str
+
+
+def filtered_logprobs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    """Log-probabilities of the next token under ``config``, in float64.
+
+    ``log softmax(top_p(top_k(logits / temperature)))`` with removed tokens at ``-inf`` (transformers' warper order).
+
+    Args:
+      logits: ``[n, V]`` raw next-token logits.
+      config: the sampling configuration.
+
+    Returns:
+      ``[n, V]`` float64 log-probabilities; each row's ``exp`` sums to 1.
+    """
+    x = logits.to(torch.float64) / config.temperature
+    v = x.shape[-1]
+    if 0 < config.top_k < v:
+        kth = torch.topk(x, config.top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, -math.inf)
+    if config.top_p < 1.0:
+        x = x.masked_fill(_top_p_drop(x, config.top_p), -math.inf)
+    return torch.log_softmax(x, dim=-1)
+
+
+def _exclusive_cumsum(p: torch.Tensor) -> torch.Tensor:
+    c = torch.cumsum(p, dim=-1)
+    return torch.cat([torch.zeros_like(c[..., :1]), c[..., :-1]], dim=-1)
+
+
+def _top_p_drop(x: torch.Tensor, top_p: float, shortlist: int = 256) -> torch.Tensor:
+    """``[n, V]`` mask of the tokens outside the nucleus (mass strictly before a token, in decreasing-logit order
+    with equal logits by id, ``>= top_p``).
+
+    Fast path: the ``shortlist`` largest logits (``topk``) decide every row whose nucleus ends inside the shortlist
+    and whose cut does not fall between equal logits; the kept set is then ``{x >= x_cut}``, the same set the full
+    stable sort gives (same probabilities, summed in the same order). Otherwise: a full stable sort.
+    """
+    p = torch.softmax(x, dim=-1)
+    k = min(shortlist, x.shape[-1] - 1)
+    if k >= 1:
+        vals, idx = torch.topk(x, k + 1, dim=-1)
+        kept = (_exclusive_cumsum(p.gather(-1, idx)) < top_p).sum(dim=-1, keepdim=True)  # >= 1
+        if bool((kept <= k).all()):
+            last, first_out = vals.gather(-1, kept - 1), vals.gather(-1, kept)
+            if bool((last > first_out).all()):
+                return x < last
+    order = torch.sort(x, dim=-1, descending=True, stable=True).indices
+    drop_sorted = _exclusive_cumsum(p.gather(-1, order)) >= top_p
+    return torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+
+
+class LMSentenceSampler:
+    """Samples candidate next sentences of a causal LM (see the module docstring for the law and outcomes).
+
+    Args:
+      model: a transformers causal LM in eval mode whose forward accepts ``past_key_values`` (a ``DynamicCache``).
+      tokenizer: its tokenizer (``__call__``, ``decode``, ``eos_token_id``).
+      config: token law and length cap.
+
+    Raises:
+      PMarkValueError: the model is in training mode (dropout would change the law) or has no EOS token.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, config: SamplingConfig = SamplingConfig()) -> None:
+        if not isinstance(config, SamplingConfig):
+            raise PMarkValueError(f"config must be a SamplingConfig, got {type(config).__name__}")
+        if getattr(model, "training", False):
+            raise PMarkValueError("model must be in eval mode (call model.eval()): dropout changes the law")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        eos: set[int] = set()
+        for src in (
+            getattr(tokenizer, "eos_token_id", None),
+            getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+        ):
+            if src is not None:
+                eos.update([int(src)] if isinstance(src, int) else [int(e) for e in src])
+        if not eos:
+            raise PMarkValueError("tokenizer/model has no eos_token_id: a row could not end before the cap")
+        self.eos_ids = frozenset(eos)
+        self._eos_index = torch.tensor(sorted(eos), dtype=torch.long)
+
+    # ---- shared by sample, sentence_logprob and _tiny.enumerate_sentences (one stopping rule) ----
+
+    def _context_ids(self, context: str) -> torch.Tensor:
+        """``[1, L]`` token ids of ``context``; an empty context becomes ``[bos]`` (or ``[eos]``)."""
+        if not isinstance(context, str):
+            raise PMarkValueError(f"context must be a str, got {type(context).__name__}")
+        ids = list(self.tokenizer(context).input_ids)
+        if not ids:
+            start = getattr(self.tokenizer, "bos_token_id", None)
+            ids = [min(self.eos_ids) if start is None else int(start)]
+        return torch.tensor([ids], dtype=torch.long, device=self.model.device)
+
+    def _logprobs(self, logits: torch.Tensor) -> torch.Tensor:
+        return filtered_logprobs(logits, self.config)
+
+    def _advance(self, ids: list[int], token: int) -> tuple[str | None, str]:
+        """Append ``token`` to a row's ``ids`` (EOS is not appended); return ``(outcome or None, text)``."""
+        if token in self.eos_ids:
+            return "eos", normalize_whitespace(self._decode(ids))
+        ids.append(token)
+        raw = self._decode(ids)
+        end = first_sentence_end(raw)
+        if end is not None:
+            return "sentence", normalize_whitespace(raw[:end])
+        if len(ids) >= self.config.max_sentence_tokens:
+            return "cap", normalize_whitespace(raw)
+        return None, ""
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    # ---- sampling ----
+
+    @torch.inference_mode()
+    def sample(self, context: str, n: int, generator: torch.Generator) -> list[Candidate]:
+        """Draw ``n`` i.i.d. candidate sentences continuing ``context`` in one batched decoding loop.
+
+        The context is prefilled once; its KV cache is expanded to ``n`` rows; finished rows leave the batch.
+
+        Args:
+          context: the text so far (prompt plus the sentences already chosen, joined by spaces).
+          n: number of candidates ``N``.
+          generator: the only source of randomness (on the model's device).
+
+        Returns:
+          ``n`` candidates, row order = draw order.
+
+        Raises:
+          PMarkValueError: ``n < 1`` or ``context`` not a string.
+        """
+        n = check_positive_int("n", n)
+        ctx = self._context_ids(context)
+        out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(n)
+        return self._decode_rows(out.logits[:, -1, :].expand(n, -1), cache, n, generator)
+
+    def _decode_rows(
+        self, logits: torch.Tensor, cache: Any, n: int, generator: torch.Generator
+    ) -> list[Candidate]:
+        rows = [[] for _ in range(n)]
+        counts = [0] * n
+        results: list[Candidate | None] = [None] * n
+        active = list(range(n))
+        while True:
+            probs = self._logprobs(logits).exp_()
+            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            keep = []
+            for j, (r, tok) in enumerate(zip(active, tokens.tolist())):
+                counts[r] += 1
+                outcome, text = self._advance(rows[r], tok)
+                if outcome is None:
+                    keep.append(j)
+                else:
+                    results[r] = Candidate(text=text, n_tokens=counts[r], outcome=outcome)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, dtype=torch.long, device=tokens.device)
+                cache.batch_select_indices(index)
+                tokens = tokens[index]
+                active = [active[j] for j in keep]
+            out = self.model(input_ids=tokens[:, None], past_key_values=cache, use_cache=True)
+            logits, cache = out.logits[:, -1, :], out.past_key_values
+        return results  # type: ignore[return-value]
+
+    def sample_one_by_one(self, context: str, n: int, generator: torch.Generator) -> list[Candidate]:
+        """Baseline with the same law as :meth:`sample`: ``n`` separate runs, each re-prefilling the context.
+
+        Args:
+          context: the text so far.
+          n: number of candidates.
+          generator: the only source of randomness.
+
+        Returns:
+          ``n`` candidates (a different random stream from :meth:`sample`, same law).
+        """
+        n = check_positive_int("n", n)
+        return [self.sample(context, 1, generator)[0] for _ in range(n)]
+
+    @torch.inference_mode()
+    def sentence_logprob(self, context: str, sentence: str) -> float:
+        """``log P(Candidate.text == sentence | context)`` under ``self.config`` (``P_M`` for ``true_law()``).
+
+        Sums, over the distinct canonical token paths of ``" " + sentence`` and ``sentence``, the probability that
+        the sampler follows the path and stops right after it with that text: by a boundary, by the cap (path of
+        ``max_sentence_tokens`` tokens) or by an EOS token (times ``P(EOS)`` after the path). A path on which the
+        sampler would stop earlier contributes 0. Exact when these are the only token paths whose decoded text
+        normalises to ``sentence`` (the tiny word-level LM of :mod:`pmark_impl._tiny`); a lower bound otherwise
+        (a BPE tokenizer can spell a string many ways).
+
+        Args:
+          context: the text so far.
+          sentence: a candidate text (normalised before use); ``""`` is the immediate-EOS outcome.
+
+        Returns:
+          The log-probability (``-inf`` if the sampler cannot output ``sentence``).
+        """
+        if not isinstance(sentence, str):
+            raise PMarkValueError(f"sentence must be a str, got {type(sentence).__name__}")
+        target = normalize_whitespace(sentence)
+        ctx = self._context_ids(context)
+        paths: list[tuple[int, ...]] = []
+        for raw in (" " + target, target) if target else ("",):
+            path = tuple(self.tokenizer(raw, add_special_tokens=False).input_ids) if raw else ()
+            if path not in paths and len(path) <= self.config.max_sentence_tokens:
+                paths.append(path)
+        total = -math.inf
+        for path in paths:
+            ids = torch.cat([ctx, torch.tensor([path], dtype=torch.long, device=ctx.device)], dim=1)
+            logp = self._logprobs(
+                self.model(input_ids=ids).logits[0, ctx.shape[1] - 1 :, :]
+            )  # [len(path)+1, V]
+            lp, row, outcome, text = 0.0, [], None, ""
+            for k, tok in enumerate(path):
+                if outcome is not None:  # the sampler stopped before the end of the path
+                    lp = -math.inf
+                    break
+                lp += float(logp[k, tok])
+                outcome, text = self._advance(row, tok)
+            if outcome is None and lp > -math.inf:
+                lp += float(torch.logsumexp(logp[len(path), self._eos_index.to(logp.device)], dim=0))
+                text = normalize_whitespace(self._decode(row))
+            if lp > -math.inf and text == target:
+                total = float(np.logaddexp(total, lp))
+        return total

@@ -1,0 +1,116 @@
+"""The interfaces and records of watermarked generation (C9, C10, E3, E5–E8).
+
+The sampler and encoder protocols that :func:`pmark_impl._watermark.generate` and
+:func:`pmark_impl._detect.detect` accept, and the frozen records a generation returns: one
+:class:`StepInfo` per sentence position inside a :class:`GenerationResult` (its provenance: mode, ``N``,
+``b``, seed, prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = [
+    "MODES",
+    "CandidateLike",
+    "GenerationResult",
+    "SentenceEncoder",
+    "SentenceSampler",
+    "StepInfo",
+]
+
+#: Generation modes: PMark online (C10, E5/E6), PMark offline (E7, X2), SemStamp and k-SemStamp (C5–C7, E3).
+MODES = ("online", "offline", "semstamp", "ksemstamp")
+
+
+class CandidateLike(Protocol):
+    """What a sampler returns per candidate (``pmark_impl._sampler.Candidate``)."""
+
+    text: str
+    n_tokens: int
+    outcome: str  # "sentence" | "eos" | "cap"
+
+
+class SentenceSampler(Protocol):
+    """Draws ``n`` iid candidate next sentences given ``context`` (one batched call)."""
+
+    def sample(self, context: str, n: int, generator: Any) -> list[Any]: ...
+
+
+class SentenceEncoder(Protocol):
+    """Maps texts to unit embeddings float64 ``[n, d]``."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What happened at one sentence position.
+
+    Attributes:
+      position: ``t`` (0 = first sentence after the prompt).
+      text: the sentence kept (whitespace-normalised).
+      n_candidates_sampled: candidates drawn at this step (offline stops early; SemStamp retries).
+      tokens: tokens of the chosen candidate.
+      outcome: how the chosen candidate ended: ``"sentence"``, ``"eos"`` or ``"cap"``.
+      chosen: index of the output among the candidates drawn at this step.
+      selectable: indices the output was drawn from uniformly (online survivors, offline argmax set,
+        SemStamp green candidates of the accepted batch or, after a fallback, the whole last batch).
+      matches: offline: match count ``h_r`` of the output; online: ``b`` (all halvings); SemStamp: ``None``.
+      trials: SemStamp batches drawn (1 otherwise).
+      fallback: SemStamp: no green candidate in ``max_trials`` batches, uniform fallback used (E3/C6).
+    """
+
+    position: int
+    text: str
+    n_candidates_sampled: int
+    tokens: int
+    outcome: str
+    chosen: int
+    selectable: tuple[int, ...]
+    matches: int | None = None
+    trials: int = 1
+    fallback: bool = False
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A watermarked continuation of ``prompt``.
+
+    ``text`` is the continuation only (the prompt is not included): its sentences, joined by single spaces, are
+    the evidence sentences at positions ``0..T-1`` for :func:`pmark_impl._detect.detect`. ``aligned`` says
+    whether ``split_sentences(text)`` gives back ``sentences`` (``None`` if no splitter was available); if it is
+    false, detection sees other sentence boundaries (e.g. a sentence cut at the token cap) and loses evidence.
+    """
+
+    text: str
+    sentences: tuple[str, ...]
+    steps: tuple[StepInfo, ...]
+    mode: str
+    prompt: str
+    n_candidates: int
+    channels: int
+    seed: int
+    aligned: bool | None
+
+    @property
+    def n_candidates_sampled(self) -> int:
+        return sum(s.n_candidates_sampled for s in self.steps)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(s.tokens for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["steps"] = [asdict(s) for s in self.steps]
+        d["n_candidates_sampled"] = self.n_candidates_sampled
+        d["n_tokens"] = self.n_tokens
+        return d

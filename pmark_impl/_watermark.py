@@ -1,0 +1,224 @@
+"""Watermarked generation with a real (or fake) sentence sampler and encoder (C9, C10, E3, E5–E8).
+
+One step at sentence position ``t`` (``t = 0`` is the first sentence after the prompt):
+
+  1. context ``= prompt + previous sentences`` (joined with a space, :func:`context_for`);
+  2. draw candidates with the sampler (one batched call online; small batches offline; batches with retries
+     for SemStamp), embed them in one encoder batch, proxies ``F = E V^T`` ``[N, b]``;
+  3. apply the SAME pure rule the simulator uses (``pmark_theory.RULES``, the cell rules) to the proxies and
+     the key's bits ``r_(t, ·)``, and output a uniform candidate of the rule's mask.
+
+Randomness: candidates come from a ``torch.Generator`` and tie-breaks/choices from a JAX key, both seeded from
+``HMAC(secret, f"generate/{seed}/{t}/…")`` — independent of the bits, and the same ``(key, seed)`` gives the
+same text. Generation stops after ``max_sentences`` sentences, when the chosen candidate ends the text
+(``outcome == "eos"``) or is empty.
+
+This module holds the loop over positions and the helpers shared with detection; the records and protocols
+live in :mod:`pmark_impl._types` and one position per mode in :mod:`pmark_impl._steps` (the records, the
+protocols and ``embed`` are re-exported here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+
+from pmark_impl._keys import WatermarkKey
+from pmark_impl._steps import cell_function, cell_step, embed, offline_step, online_step
+from pmark_impl._types import (
+    MODES,
+    CandidateLike,
+    GenerationResult,
+    SentenceEncoder,
+    SentenceSampler,
+    StepInfo,
+)
+from pmark_theory._validate import (
+    PMarkValueError,
+    check_green_size,
+    check_n_candidates,
+    check_positive_int,
+)
+
+__all__ = [
+    "MODES",
+    "CandidateLike",
+    "GenerationResult",
+    "SentenceEncoder",
+    "SentenceSampler",
+    "StepInfo",
+    "context_for",
+    "embed",
+    "generate",
+    "resolve_channels",
+    "torch_generator",
+]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Helpers shared with detection.
+# --------------------------------------------------------------------------------------------------------------
+def context_for(prompt: str, sentences: Sequence[str]) -> str:
+    """The LM context of the next sentence: ``prompt`` then the sentences so far, joined with single spaces.
+
+    No space is inserted after a prompt that already ends in whitespace (e.g. a newline).
+    """
+    body = " ".join(sentences)
+    if not body:
+        return prompt
+    if not prompt:
+        return body
+    sep = "" if prompt[-1].isspace() else " "
+    return prompt + sep + body
+
+
+def torch_generator(seed: int) -> Any:
+    """A CPU ``torch.Generator`` seeded with ``seed`` (torch is imported lazily)."""
+    import torch
+
+    return torch.Generator().manual_seed(int(seed))
+
+
+def resolve_channels(key: WatermarkKey, channels: int | None) -> int:
+    """``channels`` (default: all the key's channels), checked ``1 <= b <= key.channels``."""
+    if channels is None:
+        return key.channels
+    b = check_positive_int("channels", channels)
+    if b > key.channels:
+        raise PMarkValueError(f"channels must be <= the key's {key.channels} channels, got {b}")
+    return b
+
+
+# --------------------------------------------------------------------------------------------------------------
+def generate(
+    key: WatermarkKey,
+    sampler: SentenceSampler,
+    encoder: SentenceEncoder,
+    prompt: str,
+    *,
+    mode: str = "online",
+    n_candidates: int = 16,
+    max_sentences: int = 12,
+    seed: int = 0,
+    channels: int | None = None,
+    offline_batch: int = 4,
+    lsh_dim: int = 3,
+    n_clusters: int = 8,
+    gamma: float = 0.25,
+    max_trials: int = 16,
+    progress: Callable[[StepInfo], None] | None = None,
+    splitter: Callable[[str], list[str]] | None = None,
+) -> GenerationResult:
+    """Generate a watermarked continuation of ``prompt``, sentence by sentence (C10, E7, E3).
+
+    Modes:
+      * ``"online"``: ``N`` candidates in one batched call; ``b`` balanced rank halvings with the key's bits
+        (``RULES["online"]``, E5/E6), uniform survivor. Distortion-free for every ``N % 2**b == 0`` (C10).
+      * ``"offline"``: batches of ``offline_batch``; stop at the first perfect match count ``h = b``, else the
+        argmax of ``h`` over all ``N`` with uniform ties (``RULES["offline"]``, E7; law X2).
+      * ``"semstamp"`` / ``"ksemstamp"``: cell = LSH signs of ``lsh_dim`` key-derived normals (``M = 2**h``) /
+        nearest of ``n_clusters`` key-derived centroids; green set of ``g = round(gamma M)`` cells per
+        position; retry batches of ``N`` up to ``max_trials``, then uniform fallback (E3, C6).
+
+    Args:
+      key: the watermark key (pivots, bits, seeds).
+      sampler: ``sample(context, n, generator) -> list[Candidate]``.
+      encoder: ``.dim`` must equal ``key.dim``; ``encode(texts) -> [n, d]`` unit rows.
+      prompt: the prompt; not part of the returned text.
+      mode: one of :data:`MODES`.
+      n_candidates: ``N`` (online: a multiple of ``2**b``).
+      max_sentences: at most this many sentences ``T``.
+      seed: non-negative int; with the same key, same seed → same text.
+      channels: use the first ``b`` of the key's channels (default all).
+      offline_batch: offline batch size.
+      lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings.
+      progress: called with each :class:`StepInfo` as soon as the step is done.
+      splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
+
+    Returns:
+      :class:`GenerationResult`.
+
+    Raises:
+      PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
+        from the key's, a sampler returning the wrong number of candidates.
+    """
+    if mode not in MODES:
+        raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not isinstance(prompt, str):
+        raise PMarkValueError(f"prompt must be a string, got {type(prompt).__name__}")
+    b = resolve_channels(key, channels)
+    n = check_positive_int("n_candidates", n_candidates)
+    if mode == "online":
+        n = check_n_candidates(n, b)
+    max_sentences = check_positive_int("max_sentences", max_sentences)
+    seed = check_positive_int("seed", seed, minimum=0)
+    offline_batch = check_positive_int("offline_batch", offline_batch)
+    max_trials = check_positive_int("max_trials", max_trials)
+    if int(getattr(encoder, "dim", -1)) != key.dim:
+        raise PMarkValueError(
+            f"encoder dimension {getattr(encoder, 'dim', None)} differs from the key's dimension {key.dim} "
+            f"(the key was made for encoder {key.encoder!r})"
+        )
+    v = key.pivots()[:b]
+    cell_fn, n_cells = cell_function(key, mode, lsh_dim, n_clusters)
+    g = check_green_size(round(gamma * n_cells), n_cells) if cell_fn is not None else 0
+
+    sentences: list[str] = []
+    steps: list[StepInfo] = []
+    for t in range(max_sentences):
+        context = context_for(prompt, sentences)
+        gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"))
+        rng = jax.random.key(key.derive_seed(f"generate/{seed}/{t}/choice"))
+        bits = key.bits(t)[:b]
+        if mode == "online":
+            out = online_step(rng, sampler, encoder, context, gen, v, bits, n)
+        elif mode == "offline":
+            out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch)
+        else:
+            green = key.green_set(t, n_cells, g)
+            out = cell_step(rng, sampler, encoder, context, gen, key.dim, cell_fn, green, n, max_trials)
+        cands, chosen, selectable, matches, trials, fallback = out
+        cand = cands[chosen]
+        text = " ".join(str(cand.text).split())  # the segmenter's normal form
+        info = StepInfo(
+            position=t,
+            text=text,
+            n_candidates_sampled=len(cands),
+            tokens=int(cand.n_tokens),
+            outcome=str(cand.outcome),
+            chosen=chosen,
+            selectable=selectable,
+            matches=matches,
+            trials=trials,
+            fallback=fallback,
+        )
+        steps.append(info)
+        if text:
+            sentences.append(text)
+        if progress is not None:
+            progress(info)
+        if not text or cand.outcome == "eos":
+            break
+    full = " ".join(sentences)
+    return GenerationResult(
+        text=full,
+        sentences=tuple(sentences),
+        steps=tuple(steps),
+        mode=mode,
+        prompt=prompt,
+        n_candidates=n,
+        channels=b,
+        seed=seed,
+        aligned=_aligned(full, sentences, splitter),
+    )
+
+
+def _aligned(text: str, sentences: Sequence[str], splitter: Callable[[str], list[str]] | None) -> bool | None:
+    if splitter is None:
+        try:
+            from pmark_impl._segment import split_sentences as splitter
+        except ImportError:  # pragma: no cover - the segmenter ships with the package
+            return None
+    return [s.strip() for s in splitter(text)] == list(sentences)

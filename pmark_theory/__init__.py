@@ -1,0 +1,97 @@
+"""pmark_theory: exact laws (NumPy/SciPy, float64) and the scheme rules (pure JAX functions).
+
+Everything else in the toolkit (simulations, claim checks, the real-model implementation) calls these
+functions; nothing here imports the rest of the toolkit. Importing the package enables JAX float64.
+"""
+
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from pmark_theory._cell_rules import (
+    fallback_mask,
+    green_candidates,
+    ksemstamp_cells,
+    lsh_cells,
+    random_green_set,
+    simmark_green,
+    simmark_proxy,
+)
+from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
+from pmark_theory._detection import (
+    calibrated_soft_pvalue,
+    calibrated_soft_pvalue_bounds,
+    calibrated_soft_z,
+    hard_count_log_pvalue,
+    hard_count_pvalue,
+    hard_count_z,
+    paper_soft_fpr,
+    paper_soft_z,
+    paper_soft_z_null_mean,
+    randomisation_pvalue,
+    soft_nonmatch_values,
+    soft_null_mean,
+    soft_null_var,
+)
+from pmark_theory._gaussian_a import gaussian_expected_a
+from pmark_theory._geometry import (
+    angle_density,
+    cluster_sign_pattern_probs,
+    cluster_sign_prob,
+    cosine_law,
+    cosine_tail,
+    flip_is_possible,
+    haar_pivots,
+    log_angle_density,
+    naive_qr_pivots,
+    online_bit_accuracy,
+    removal_bound,
+    robustness_radius,
+)
+from pmark_theory._hd import hd_median, hd_median_jax, hd_median_masked_jax, hd_weights
+from pmark_theory._offline import (
+    MAX_OFFLINE_CHANNELS,
+    offline_expected_samples,
+    offline_factor,
+    offline_literal_law,
+    offline_paper_factor,
+    offline_sig_and_r_factor,
+    offline_sig_and_r_tv,
+    offline_single_channel_positive_mass,
+    offline_single_channel_tv,
+    offline_tv,
+)
+from pmark_theory._rules import (
+    NEGATIVE_CONTROL_RULES,
+    RULES,
+    SelectionRule,
+    hd_split_mask,
+    median_split_mask,
+    offline_literal_mask,
+    offline_mask,
+    offline_scores,
+    offline_select,
+    offline_sig_and_r_mask,
+    online_mask,
+    online_select,
+    online_survivors,
+    select_from_mask,
+    signs,
+)
+from pmark_theory._semstamp import (
+    semstamp_distortion_free_condition,
+    semstamp_factor,
+    semstamp_is_distortion_free,
+    semstamp_tv,
+)
+from pmark_theory._semstamp_fixed import (
+    semstamp_fallback_factor,
+    semstamp_fallback_factor_avg,
+    semstamp_fixed_set_factor,
+    semstamp_tilted_factor,
+)
+from pmark_theory._snr import hard_count_power, snr_bounds, snr_moments
+from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
+from pmark_theory._validate import PMarkValueError
+
+__version__ = "0.1.0"

@@ -1,0 +1,192 @@
+"""Tails of ``S = Σ_i B_i w_i``, ``B_i`` iid ``Bern(½)``: the soft count's exact null law given the text (X4).
+
+Under H0 the key bit is independent of the text, so the soft count is ``N_g = Σ a_i + Σ B_i (1 − a_i)``
+(docs/claims.md X4): its p-value and the real size of the paper's z-test are tails of ``S`` with weights
+``w_i = 1 − a_i ∈ [0, 1]``. Both routes here are exact or bracket the exact value:
+
+* ``n <= EXACT_ENUMERATION_MAX_BITS``: all ``2^n`` equally likely outcomes are enumerated.
+* larger ``n``: the weights are rounded down / up to the lattice ``1/L`` and the two-point laws convolved
+  exactly; rounding up makes ``S`` pointwise larger (coupled ``B``), so it bounds the tail from above, rounding
+  down from below. The convolution only adds positive numbers: no cancellation, small tails keep their
+  relative accuracy (down to ~1e-300).
+
+The lattice law is convolved one weight at a time (positive adds only) while that costs at most
+:data:`_SEQUENTIAL_MAX_WORK` cell updates; beyond, the same lattice law is computed by FFT convolution of the
+grouped binomial factors after an exponential tilt that centres the law on the threshold (so the tail is
+computed with a small *relative* error, ~1e-9, not an absolute one), and the bounds are widened by the factor
+``1 ± FFT_RTOL``. Above :data:`MAX_BITS` bits the bounds would be too loose to be useful (the lattice
+has at most ``2^24`` cells) and :func:`tail_bounds` raises: use the randomisation p-value, the normal
+approximation or the hard count there.
+
+Sums within :data:`TIE_TOL` of the threshold count as ties (reaching it for ``>=``, not exceeding it for
+``>``), which errs on the conservative side against float rounding.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+from scipy import signal, special, stats
+
+from pmark_theory._validate import PMarkValueError
+
+__all__ = [
+    "DEFAULT_RESOLUTION",
+    "EXACT_ENUMERATION_MAX_BITS",
+    "FFT_RTOL",
+    "MAX_BITS",
+    "TIE_TOL",
+    "tail_bounds",
+    "tail_upper_bound",
+]
+
+#: Up to this many bits the soft-count null law is enumerated exactly (``2^n`` outcomes).
+EXACT_ENUMERATION_MAX_BITS = 20
+#: Default lattice resolution (steps per unit) of the conservative convolution for larger ``n``.
+DEFAULT_RESOLUTION = 2**14
+#: Sums within this distance of the threshold count as reaching it (conservative for float rounding).
+TIE_TOL = 1e-9
+#: Memory cap on the lattice law: ``n L <= 2^24`` cells.
+_MAX_LATTICE_CELLS = 2**24
+#: Most bits :func:`tail_bounds` accepts (the lattice resolution is then ``>= 2^24 / MAX_BITS = 167``).
+MAX_BITS = 100_000
+#: Above this many cell updates (``n · Σ steps``) the lattice law is convolved by FFT instead of step by step.
+_SEQUENTIAL_MAX_WORK = 2**30
+#: Relative widening of the FFT route's bounds (its floating-point error is ~1e-9 relative after the tilt).
+FFT_RTOL = 1e-6
+
+
+def _enumerate_sums(w: np.ndarray) -> np.ndarray:
+    """All ``2^n`` values of ``Σ_i B_i w_i``, ``B ∈ {0,1}^n`` (each with probability ``2^-n``)."""
+    sums = np.zeros(1)
+    for wi in w:
+        sums = np.concatenate([sums, sums + wi])
+    return sums
+
+
+def _fft_lattice_tail(steps: np.ndarray, k0: int) -> float:
+    """``P(Σ_i B_i s_i >= k0)`` for integer steps ``s_i >= 0`` by tilted FFT convolution (module doc).
+
+    The law is tilted by ``e^(θk)`` with ``θ >= 0`` solving ``E_θ[Σ B_i s_i] = k0``: factor ``i`` becomes
+    ``Bern(σ(θ s_i))`` on ``{0, s_i}`` and ``p(k) = q(k) Z e^(−θk)``, ``log Z = Σ log((1 + e^(θ s_i))/2)``.
+    Equal steps are grouped into exact binomial laws, merged smallest-first with ``fftconvolve``.
+    """
+    steps = steps[steps > 0]
+    total = int(steps.sum())
+    if k0 <= 0:
+        return 1.0
+    if k0 > total:
+        return 0.0
+    if k0 == total:
+        return float(2.0**-steps.size)
+    values, counts = np.unique(steps, return_counts=True)
+    vf, cf = values.astype(np.float64), counts.astype(np.float64)
+
+    def mean(theta: float) -> float:
+        return float(np.sum(cf * vf * special.expit(theta * vf)))
+
+    theta = 0.0
+    if k0 > total / 2:
+        hi = 1.0 / float(vf.max())
+        while mean(hi) < k0:
+            hi *= 2.0
+        lo = 0.0
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if mean(mid) < k0 else (lo, mid)
+        theta = lo
+    log_z = float(np.sum(cf * (np.logaddexp(0.0, theta * vf) - math.log(2.0))))
+    heap = []
+    for i, (v, c) in enumerate(zip(values, counts, strict=True)):
+        pmf = np.zeros(int(v) * int(c) + 1)
+        pmf[:: int(v)] = stats.binom.pmf(np.arange(int(c) + 1), int(c), special.expit(theta * float(v)))
+        heap.append((pmf.size, i, pmf))
+    heapq.heapify(heap)
+    tag = len(heap)
+    while len(heap) > 1:
+        _, _, a = heapq.heappop(heap)
+        _, _, b = heapq.heappop(heap)
+        c = np.maximum(signal.fftconvolve(a, b), 0.0)
+        heapq.heappush(heap, (c.size, tag, c))
+        tag += 1
+    q = heap[0][2][k0:]
+    k = np.arange(k0, k0 + q.size, dtype=np.float64)
+    pos = q > 0
+    if not np.any(pos):
+        return 0.0
+    log_tail = special.logsumexp(np.log(q[pos]) + log_z - theta * k[pos])
+    return float(min(math.exp(min(log_tail, 0.0)), 1.0))
+
+
+def _lattice_tail(w: np.ndarray, t: float, resolution: int, up: bool, strict: bool) -> float:
+    """``P(Σ B_i w̃_i >= t)`` (or ``> t``) with ``w̃_i = ceil(w_i L)/L`` (``up``) or ``floor(w_i L)/L``.
+
+    ``up`` gives an upper bound on the true tail and ``not up`` a lower bound (module doc); the FFT route's
+    result is widened by ``1 ± FFT_RTOL`` in the same direction.
+    """
+    steps = np.ceil(w * resolution - 1e-12) if up else np.floor(w * resolution + 1e-12)
+    steps = steps.astype(np.int64)
+    if strict:
+        k0 = math.floor((t + TIE_TOL) * resolution) + 1
+    else:
+        k0 = math.ceil((t - TIE_TOL) * resolution)
+    if steps.size * int(steps.sum()) > _SEQUENTIAL_MAX_WORK:
+        p = _fft_lattice_tail(steps, k0)
+        return float(min(p * (1.0 + FFT_RTOL), 1.0)) if up else p * (1.0 - FFT_RTOL)
+    pmf = np.zeros(int(steps.sum()) + 1)
+    pmf[0] = 1.0
+    top = 0
+    for s in steps:
+        if s:
+            pmf[s : top + s + 1] += pmf[: top + 1]  # NumPy buffers overlapping in-place operands
+            pmf[: top + s + 1] *= 0.5
+            top += s
+    return float(min(pmf[max(k0, 0) :].sum(), 1.0))
+
+
+def tail_bounds(w: np.ndarray, t: float, resolution: int, strict: bool = False) -> tuple[float, float]:
+    """Bounds ``(lo, hi)`` on ``P(S >= t)`` (``strict``: ``P(S > t)``), ``S = Σ_i B_i w_i`` (X4).
+
+    Exact (``lo = hi``) by enumeration for ``n <= 20``; else the lattice bounds with ``L`` reduced if needed so
+    that ``n L <= 2^24`` (memory), which keeps both bounds valid but widens the gap.
+
+    Args:
+      w: weights ``[n]`` in ``[0, 1]`` (validated by the caller).
+      t: threshold.
+      resolution: lattice steps per unit ``L >= 1`` (memory ``O(nL)``).
+      strict: ``P(S > t)`` instead of ``P(S >= t)``.
+
+    Returns:
+      ``(lo, hi)`` with ``lo <= P <= hi``.
+
+    Raises:
+      PMarkValueError: more than :data:`MAX_BITS` weights.
+    """
+    return _bounds(w, t, resolution, strict, want_lo=True)
+
+
+def tail_upper_bound(w: np.ndarray, t: float, resolution: int, strict: bool = False) -> float:
+    """The ``hi`` of :func:`tail_bounds` alone (half the work): a valid, conservative tail probability.
+
+    Raises:
+      PMarkValueError: more than :data:`MAX_BITS` weights.
+    """
+    return _bounds(w, t, resolution, strict, want_lo=False)[1]
+
+
+def _bounds(w: np.ndarray, t: float, resolution: int, strict: bool, want_lo: bool) -> tuple[float, float]:
+    if w.size > MAX_BITS:
+        raise PMarkValueError(
+            f"the exact soft-count tail accepts at most {MAX_BITS} bits, got {w.size}; use "
+            "randomisation_pvalue (valid at any size), method='normal' (approximate) or the hard count "
+            "(hard_count_pvalue, exact binomial)"
+        )
+    if w.size <= EXACT_ENUMERATION_MAX_BITS:
+        sums = _enumerate_sums(w)
+        p = float(np.mean(sums > t + TIE_TOL if strict else sums >= t - TIE_TOL))
+        return p, p
+    resolution = max(1, min(resolution, _MAX_LATTICE_CELLS // w.size))
+    lo = _lattice_tail(w, t, resolution, up=False, strict=strict) if want_lo else math.nan
+    return lo, _lattice_tail(w, t, resolution, up=True, strict=strict)

@@ -1,0 +1,17 @@
+"""The built-in checks, one module per topic; importing this package registers them."""
+
+from proofs_checks.checks import (
+    _geometry_checks,
+    _hard_count_checks,
+    _nshot_checks,
+    _offline_checks,
+    _offline_errata_checks,
+    _online_checks,
+    _online_split_checks,
+    _robustness_checks,
+    _security_checks,
+    _semstamp_checks,
+    _semstamp_mc_checks,
+    _snr_checks,
+    _soft_count_checks,
+)

@@ -1,0 +1,174 @@
+"""``pmark check``: run every claim check and write the report (the toolkit's main job).
+
+Exit codes: 0 every check reached its expected verdict and every negative control failed; 1 otherwise;
+2 a usage error (one line ``pmark check: error: …`` on stderr), including an output directory that another
+run is writing (``<out>/.lock`` is held with ``flock``); 130 interrupted (Ctrl-C): results computed so far
+stay cached in ``<out>/cache`` and a rerun resumes from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from proofs_checks._cli_common import (
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    LOCK_NAME,
+    OneLineArgumentParser,
+    OutputInUseError,
+    OutputLock,
+    finite_float,
+    int_in_range,
+    print_error,
+)
+from proofs_checks._io import remove_debris, write_json_atomic
+from proofs_checks._registry import Budget, get_checks
+from proofs_checks._report import write_report
+from proofs_checks._runner import run_checks
+
+__all__ = ["INTERRUPTED_MESSAGE", "MAX_SEED", "main", "run"]
+
+PROG = "pmark check"
+MARKER = ".pmark-report.json"
+#: Seeds feed ``jax.random.key``: ``0 <= seed < 2**32``.
+MAX_SEED = 2**32 - 1
+#: Printed on stderr when Ctrl-C stops a run (exit status 130).
+INTERRUPTED_MESSAGE = "pmark: interrupted (completed results are cached; rerun to resume)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = OneLineArgumentParser(
+        prog=PROG,
+        description="Verify, refute or correct every formal claim of the PMark paper; write a report directory "
+        "(report.md, results.json, figures/). Exit code 0 when every check reaches its expected verdict and "
+        "every negative control fails, 1 otherwise, 2 on a usage error.",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="small Monte Carlo sizes (whole run within ~3 min on 2 cores)"
+    )
+    p.add_argument(
+        "--budget",
+        type=finite_float(0.0, 1e6, open_lo=True),
+        default=1.0,
+        help="scale the Monte Carlo sizes, a finite number in (0, 1e6] (default 1.0)",
+    )
+    p.add_argument("--only", nargs="+", metavar="ID", help="run only these claim IDs (e.g. C7 X1)")
+    p.add_argument(
+        "--out", type=Path, default=Path("pmark-report"), help="report directory (default ./pmark-report)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int_in_range(0, MAX_SEED),
+        default=0,
+        help=f"seed of the run, 0..{MAX_SEED} (default 0)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite an existing complete report in --out")
+    p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _prepare_out(out: Path, force: bool) -> str | None:
+    """Return an error message if ``out`` must not be written, else ``None``."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} exists and is not a directory"
+    if not out.exists():
+        return None
+    marker = out / MARKER
+    entries = [e for e in out.iterdir() if e.name != LOCK_NAME]
+    if entries and not marker.exists() and not force:
+        return f"--out {out} is a non-empty directory that is not a pmark report; choose another --out or pass --force"
+    if marker.exists():
+        try:
+            state = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            state = {}
+        if state.get("complete") and not force:
+            return f"a complete report already exists in {out}; pass --force to overwrite it or choose another --out"
+    return None
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the checks; return the exit code (Ctrl-C propagates as ``KeyboardInterrupt``)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad value (2, one line already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        checks = get_checks(args.only)
+    except ValueError as exc:
+        print_error(PROG, exc)
+        return EXIT_USAGE
+    if args.list:
+        for c in checks:
+            print(f"{c.id:6s} [{c.expected}] {c.claim}")
+        return 0
+    out: Path = args.out
+    err = _prepare_out(out, args.force)
+    if err:
+        print_error(PROG, err)
+        return EXIT_USAGE
+    lock = OutputLock(out)
+    try:
+        lock.acquire()
+    except OutputInUseError as exc:
+        print_error(PROG, exc)
+        return EXIT_USAGE
+    except OSError as exc:
+        print_error(PROG, f"cannot write --out {out}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    try:
+        err = _prepare_out(out, args.force)  # again, now that no other run can change it
+        if err:
+            print_error(PROG, err)
+            return EXIT_USAGE
+        remove_debris(out)
+        return _run_locked(args, checks, out)
+    finally:
+        lock.release()
+
+
+def _run_locked(args: argparse.Namespace, checks: list, out: Path) -> int:
+    budget = Budget(scale=args.budget, quick=args.quick)
+    meta = {
+        "seed": args.seed,
+        "budget": {"scale": budget.scale, "quick": budget.quick},
+        "only": args.only,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json_atomic(out / MARKER, {**meta, "complete": False})
+    t0 = time.perf_counter()
+    results = run_checks(checks, seed=args.seed, budget=budget, cache_dir=out, progress=not args.no_progress)
+    meta["runtime_s"] = time.perf_counter() - t0
+    report = write_report(out, results, meta)
+    write_json_atomic(out / MARKER, {**meta, "complete": True})
+    failed = [r for r in results if not r.get("passed")]
+    width = max(len(r["id"]) for r in results)
+    for r in results:
+        nc = (r.get("negative_control") or {}).get("failed")
+        print(
+            f"{'PASS' if r.get('passed') else 'FAIL'}  {r['id']:{width}s}  {r.get('verdict'):9s} "
+            f"(expected {r.get('expected_verdict')}; control {'failed' if nc else 'DID NOT FAIL'})  {r.get('measured')}"
+        )
+    print(
+        f"\n{len(results) - len(failed)}/{len(results)} checks passed in {meta['runtime_s']:.1f} s; report: {report}"
+    )
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``pmark check`` entry point: :func:`run`, with Ctrl-C turned into one line and exit status 130."""
+    try:
+        return run(argv)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(INTERRUPTED_MESSAGE, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,442 @@
+"""One watermarked step of each scheme as a pure, vmappable JAX function (C1, C6, C7, C10, E3, E5–E8, E20).
+
+Every step is ``step(key) -> outcome`` with all randomness — the key's bits, the green set, the candidates,
+the tie-breakers — drawn from ``key``: the key is random per trial, so a histogram of outcomes over many
+trials estimates the watermarked law *averaged over keys*, ``Σ_k P_K(k) P^w(s|k)`` (C1). The selection itself
+is always the shared rule of :mod:`pmark_theory` (``RULES``, ``NEGATIVE_CONTROL_RULES``, the cell rules): the
+simulator never re-implements a rule.
+
+Over a :class:`~simulations._universe.FiniteUniverse` the outcome is a sentence id in ``0..K-1`` (``-1`` when
+a retry budget ran out); with ``text_length=T`` the scheme writes a T-sentence text from the universe's Markov
+chain (a fresh key per position) and the outcome is the path code ``np.ravel_multi_index(path, (K,)*T)``
+(compare with :func:`~simulations._universe.path_law`).
+
+Internally a scheme is a *core* ``(key, law, prev_id) -> id``: ``law`` (an alias table) is the proposal law of this
+position (``P_M`` or the Markov row of the previous sentence ``prev_id``; ``-1`` for the first sentence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pmark_theory._cell_rules import fallback_mask, green_candidates, random_green_set, simmark_green
+from pmark_theory._counts import hard_counts
+from pmark_theory._rules import NEGATIVE_CONTROL_RULES, RULES, SelectionRule, select_from_mask
+from pmark_theory._validate import (
+    PMarkValueError,
+    check_finite,
+    check_green_size,
+    check_jax_key,
+    check_n_candidates,
+    check_positive_int,
+)
+from simulations._proxies import as_partition, check_pivots, ksemstamp_partition, simmark_cosines
+from simulations._sampling import AliasTable, alias_table, draw_ids
+from simulations._universe import FiniteUniverse, cell_ids
+
+__all__ = [
+    "SEMSTAMP_MODES",
+    "SourceDraw",
+    "get_rule",
+    "ksemstamp_step",
+    "pmark_bit_step",
+    "pmark_source_step",
+    "pmark_step",
+    "semstamp_step",
+    "simmark_step",
+]
+
+Array = jax.Array
+Core = Callable[[Array, AliasTable, Array], Array]
+#: ``retry``: fixed green set, batches redrawn until one has a green candidate (C6/C7, E3);
+#: ``fallback``: at most ``max_trials`` batches, then a uniform candidate of the last one (C6, E3);
+#: ``tilted``: NEGATIVE CONTROL, the green set redrawn together with each batch (C6).
+SEMSTAMP_MODES = ("retry", "fallback", "tilted")
+#: Default cap on redrawn batches in ``retry``/``tilted`` mode; an exhausted trial outputs ``-1``.
+MAX_BATCHES = 100_000
+#: Tolerance on ``max |V V^T - I|`` for PMark pivots (the laws of C10/X2 assume orthonormal rows).
+PIVOT_ORTHO_ATOL = 1e-6
+
+
+def get_rule(rule: SelectionRule | str) -> SelectionRule:
+    """A :class:`~pmark_theory._rules.SelectionRule`, by value or by name (``RULES`` or ``NEGATIVE_CONTROL_RULES``).
+
+    Raises:
+      PMarkValueError: unknown name.
+    """
+    if isinstance(rule, SelectionRule):
+        return rule
+    table = {**RULES, **NEGATIVE_CONTROL_RULES}
+    if rule not in table:
+        raise PMarkValueError(f"rule must be a SelectionRule or one of {sorted(table)}, got {rule!r}")
+    return table[rule]
+
+
+def _check_n(rule: SelectionRule, n_candidates: Any, b: int) -> int:
+    if rule.name == "online":
+        return check_n_candidates(n_candidates, b)  # E6
+    return check_positive_int("n_candidates", n_candidates)
+
+
+def _orthonormal_pivots(pivots: Any, d: int, orthonormal: bool = True) -> np.ndarray:
+    """:func:`check_pivots` plus (``orthonormal``) ``max |V V^T − I| <= PIVOT_ORTHO_ATOL`` (E18, C10)."""
+    v = check_pivots(pivots, d)
+    if not orthonormal:
+        return v
+    err = float(np.max(np.abs(v @ v.T - np.eye(v.shape[0]))))
+    if err > PIVOT_ORTHO_ATOL:
+        raise PMarkValueError(
+            f"pivots must have orthonormal rows (max |V V^T - I| <= {PIVOT_ORTHO_ATOL:g}), got {err:.3g}; "
+            "use pmark_theory.haar_pivots"
+        )
+    return v
+
+
+def _wrap(universe: FiniteUniverse, core: Core, text_length: int | None) -> Callable[[Array], Array]:
+    """Single sentence from ``P_M`` (``text_length=None``) or a T-sentence Markov text, as ``step(key)``."""
+    first = alias_table(universe.probs)
+    if text_length is None:
+
+        def step(key: Array) -> Array:
+            check_jax_key("key", key)
+            return core(key, first, jnp.int32(-1))
+
+        return step
+    t = check_positive_int("text_length", text_length)
+    if universe.transition is None:
+        raise PMarkValueError("text_length needs universe.transition (a Markov chain; markov_alpha=...)")
+    rows, k = alias_table(universe.transition), universe.n_sentences
+
+    def text_step(key: Array) -> Array:
+        check_jax_key("key", key)
+        keys = jax.random.split(key, t)  # a fresh key (fresh bits, green set, ...) per position
+        s0 = core(keys[0], first, jnp.int32(-1))
+
+        def body(carry, kt):
+            prev, code, failed = carry
+            r = jnp.maximum(prev, 0)
+            s = core(kt, AliasTable(rows.prob[r], rows.alias[r]), prev)
+            return (s, code * k + s, failed | (s < 0)), None
+
+        (_, code, failed), _ = jax.lax.scan(body, (s0, s0.astype(jnp.int64), s0 < 0), keys[1:])
+        return jnp.where(failed, -1, code)
+
+    return text_step
+
+
+# --------------------------------------------------------------------------------------------------------------
+# PMark (C10, E5–E8).
+# --------------------------------------------------------------------------------------------------------------
+def _pmark_core(table: Array, rule: SelectionRule, n: int) -> Core:
+    b = table.shape[1]
+
+    def core(key: Array, law: AliasTable, prev: Array) -> Array:
+        k_bits, k_cand, k_sel = jax.random.split(key, 3)
+        bits = jax.random.bernoulli(k_bits, 0.5, (b,)).astype(jnp.int32)  # r_(t, j) ~ Bern(1/2) iid
+        ids = draw_ids(k_cand, law, (n,))
+        return ids[rule.select(k_sel, table[ids], bits)]
+
+    return core
+
+
+def pmark_step(
+    universe: FiniteUniverse,
+    pivots: Any,
+    n_candidates: int,
+    rule: SelectionRule | str = "online",
+    *,
+    text_length: int | None = None,
+    orthonormal: bool = True,
+) -> Callable[[Array], Array]:
+    """PMark over a finite universe: draw key bits and ``N`` candidates, output ``rule.select`` (C10, X2).
+
+    Args:
+      universe: the sentence universe.
+      pivots: ``[b, d]`` (``haar_pivots``); proxies are ``T(s) · V^T`` (precomputed per sentence).
+      n_candidates: ``N`` (a multiple of ``2**b`` for the online rule, E6).
+      rule: ``"online"``, ``"offline"`` or a negative control (``"offline_literal"``, ``"offline_sig_and_r"``,
+        ``"median_split"``, ``"hd_split"``), or a :class:`SelectionRule`.
+      text_length: ``None`` for one sentence from ``P_M``; ``T`` for a Markov text (outcome = path code).
+      orthonormal: require orthonormal pivot rows (``max |V V^T − I| <= 1e-6``), as ``haar_pivots`` gives
+        and the laws of C18/X5 assume. ``False`` accepts any finite ``[b, d]`` pivots: the selection rule's
+        balance (C10) does not need orthogonality, and a check may want to show exactly that.
+
+    Returns:
+      ``step(key) -> int`` outcome (sentence id, or path code).
+
+    Raises:
+      PMarkValueError: bad pivots (shape, NaN, ``b > d``, not orthonormal), ``N`` not a positive multiple of
+        ``2**b`` (online), unknown rule, ``text_length`` without a Markov chain; the returned ``step`` raises
+        when its ``key`` is not a JAX key (e.g. a Python int).
+    """
+    rule = get_rule(rule)
+    v = _orthonormal_pivots(pivots, universe.d, orthonormal)
+    n = _check_n(rule, n_candidates, v.shape[0])
+    table = jnp.asarray(universe.embeddings @ v.T)
+    return _wrap(universe, _pmark_core(table, rule, n), text_length)
+
+
+class SourceDraw(NamedTuple):
+    """One watermarked draw from a continuous source: ``embedding [d]``, its ``proxies [b]``, the key ``bits [b]``."""
+
+    embedding: Array
+    proxies: Array
+    bits: Array
+
+
+def pmark_source_step(
+    source: Any,
+    pivots: Any,
+    n_candidates: int,
+    rule: SelectionRule | str = "online",
+    *,
+    orthonormal: bool = True,
+) -> Callable[[Array], SourceDraw]:
+    """PMark over any source with ``d`` and ``sample_embeddings(key, n) -> [n, d]`` (C10, C18).
+
+    ``orthonormal`` as in :func:`pmark_step`.
+
+    Returns:
+      ``step(key) -> SourceDraw``: the selected embedding, its proxies and the key bits of the trial.
+
+    Raises:
+      PMarkValueError: as :func:`pmark_step`.
+    """
+    rule = get_rule(rule)
+    v = _orthonormal_pivots(pivots, int(source.d), orthonormal)
+    b = v.shape[0]
+    n = _check_n(rule, n_candidates, b)
+    vj = jnp.asarray(v)
+
+    def step(key: Array) -> SourceDraw:
+        check_jax_key("key", key)
+        k_bits, k_cand, k_sel = jax.random.split(key, 3)
+        bits = jax.random.bernoulli(k_bits, 0.5, (b,)).astype(jnp.int32)
+        x = source.sample_embeddings(k_cand, n)
+        proxies = x @ vj.T
+        i = rule.select(k_sel, proxies, bits)
+        return SourceDraw(x[i], proxies[i], bits)
+
+    return step
+
+
+def pmark_bit_step(
+    source: Any, pivots: Any, n_candidates: int, medians: Any, rule: SelectionRule | str = "online"
+) -> Callable[[Array], Array]:
+    """Per-channel hard evidence ``c_j = 1{1{F_j(Y) > m_j} = r_j}`` of one watermarked draw, int32 ``[b]`` (X5).
+
+    With ``medians`` the exact (oracle) medians of the source's proxy law, the mean over trials is the bit
+    accuracy of X5 (``online_bit_accuracy``). Uses :func:`pmark_theory._counts.hard_counts`.
+
+    Raises:
+      PMarkValueError: as :func:`pmark_source_step`, or ``medians`` not ``[b]``.
+    """
+    draw_step = pmark_source_step(source, pivots, n_candidates, rule)
+    b = np.shape(pivots)[0]
+    m = check_finite("medians", medians, ndim=1)
+    if m.shape != (b,):
+        raise PMarkValueError(f"medians must have shape [b] = [{b}], got {m.shape}")
+    mj = jnp.asarray(m)
+
+    def step(key: Array) -> Array:
+        check_jax_key("key", key)
+        draw = draw_step(key)
+        return hard_counts(draw.proxies, mj, draw.bits)
+
+    return step
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Rejection schemes: SemStamp, k-SemStamp, SimMark (C6, C7, E3, E20).
+# --------------------------------------------------------------------------------------------------------------
+def _rejection_loop(key: Array, draw: Callable, limit: int, fallback: bool) -> Array:
+    """Draw batches ``(ids [N], valid [N]) = draw(k)`` until one has a valid candidate, at most ``limit``.
+
+    Output a uniform valid candidate (``select_from_mask``); when ``fallback`` and the last batch has none,
+    a uniform candidate of it (``fallback_mask``, E3); without fallback an exhausted loop outputs ``-1``.
+    """
+
+    def cond(state):
+        i, _, done, _ = state
+        return (~done) & (i < limit)
+
+    def body(state):
+        i, k, _, _ = state
+        k, k_draw, k_sel = jax.random.split(k, 3)
+        ids, valid = draw(k_draw)
+        found = jnp.any(valid)
+        take = (found | (i + 1 >= limit)) if fallback else found
+        mask = fallback_mask(valid) if fallback else valid
+        out = jnp.where(take, ids[select_from_mask(k_sel, mask)], -1).astype(jnp.int32)
+        return i + 1, k, take, out
+
+    init = (jnp.int32(0), key, jnp.bool_(False), jnp.int32(-1))
+    return jax.lax.while_loop(cond, body, init)[3]
+
+
+def _mode_limits(mode: str, max_trials: int | None, max_batches: int) -> tuple[int, bool]:
+    if mode not in SEMSTAMP_MODES:
+        raise PMarkValueError(f"mode must be one of {SEMSTAMP_MODES}, got {mode!r}")
+    if mode == "fallback":
+        if max_trials is None:
+            raise PMarkValueError("mode='fallback' needs max_trials (number of batches before the fallback)")
+        return check_positive_int("max_trials", max_trials), True
+    return check_positive_int("max_batches", max_batches), False
+
+
+def semstamp_step(
+    universe: FiniteUniverse,
+    partition: Any,
+    g: int,
+    n_candidates: int,
+    *,
+    mode: str = "retry",
+    max_trials: int | None = None,
+    n_cells: int | None = None,
+    max_batches: int = MAX_BATCHES,
+    text_length: int | None = None,
+) -> Callable[[Array], Array]:
+    """SemStamp as sampling-then-selecting (C5–C7, E3): green set ``S`` of ``g`` of ``M`` cells from the key.
+
+    ``retry``: ``S`` FIXED for the trial, batches of ``N`` redrawn until one has a green candidate, output a
+    uniform green one — law ``P_M(s) A(F(s))``, ``A = semstamp_factor(q, g)`` (C7). ``fallback``: at most
+    ``max_trials`` batches, then a uniform candidate of the last (``semstamp_fallback_factor_avg``, C6).
+    ``tilted``: NEGATIVE CONTROL, ``S`` redrawn with every batch (``semstamp_tilted_factor``).
+
+    Args:
+      universe: the sentence universe.
+      partition: LSH hyperplanes ``[h, d]``, a :class:`~simulations._proxies.Partition`, or a function
+        ``[K, d] -> [K]`` with ``n_cells``.
+      g: green-set size in ``1..M-1``.
+      n_candidates: batch size ``N >= 1``.
+      mode: one of :data:`SEMSTAMP_MODES`.
+      max_trials: batches before the fallback (``mode='fallback'`` only).
+      n_cells: ``M`` for a function partition.
+      max_batches: safety cap of ``retry``/``tilted`` (exhausted trials output ``-1``).
+      text_length: ``None`` or ``T`` for a Markov text.
+
+    Returns:
+      ``step(key) -> int`` outcome.
+
+    Raises:
+      PMarkValueError: bad partition, ``g`` outside ``1..M-1``, bad ``N``/``mode``/``max_trials``, or in
+        ``retry`` mode ``#{u : q(u) = 0} >= g`` for ``P_M`` or a Markov row (some ``S`` has ``q(S) = 0``:
+        the retries would never end).
+    """
+    cells, m = cell_ids(universe, as_partition(partition, n_cells))
+    g = check_green_size(g, m)
+    n = check_positive_int("n_candidates", n_candidates)
+    limit, fallback = _mode_limits(mode, max_trials, max_batches)
+    if mode == "retry":
+        laws = (
+            [universe.probs]
+            if (text_length is None or universe.transition is None)
+            else [universe.probs, *universe.transition]
+        )
+        for law in laws:
+            n_zero = int(np.sum(np.bincount(cells, weights=law, minlength=m) == 0))
+            if n_zero >= g:
+                raise PMarkValueError(
+                    f"q has {n_zero} zero-mass cells >= g = {g}: some green set has q(S) = 0 and mode='retry' "
+                    "would redraw forever (C6); use mode='fallback'"
+                )
+    table = jnp.asarray(cells, dtype=jnp.int32)
+    tilted = mode == "tilted"
+
+    def core(key: Array, law: AliasTable, prev: Array) -> Array:
+        k_green, k_loop = jax.random.split(key)
+        fixed = random_green_set(k_green, m, g)  # P(u ∈ S) = g/M (C5)
+
+        def draw(k):
+            k_s, k_b = jax.random.split(k)
+            green = random_green_set(k_s, m, g) if tilted else fixed
+            ids = draw_ids(k_b, law, (n,))
+            return ids, green_candidates(table[ids], green)
+
+        return _rejection_loop(k_loop, draw, limit, fallback)
+
+    return _wrap(universe, core, text_length)
+
+
+def ksemstamp_step(
+    universe: FiniteUniverse, centroids: Any, g: int, n_candidates: int, **kwargs: Any
+) -> Callable[[Array], Array]:
+    """k-SemStamp (E2): :func:`semstamp_step` with the nearest-centroid partition (``M = k`` cells)."""
+    return semstamp_step(universe, ksemstamp_partition(centroids), g, n_candidates, **kwargs)
+
+
+def simmark_step(
+    universe: FiniteUniverse,
+    previous: Any,
+    n_candidates: int = 1,
+    *,
+    low: float = 0.68,
+    high: float = 0.76,
+    max_trials: int | None = 100,
+    max_batches: int = MAX_BATCHES,
+    text_length: int | None = None,
+) -> Callable[[Array], Array]:
+    """SimMark (E20): keep candidates whose cosine with the previous sentence lies in ``[low, high]``; no key.
+
+    ``max_trials=None``: retry until a batch has a valid candidate, law ``P_M(· | F ∈ G)`` (TV
+    ``1 − μ_M(G)``); else at most ``max_trials`` batches then a uniform candidate of the last (fixed-set
+    fallback law of C6 with ``S = G``: ``semstamp_fallback_factor`` on the two cells ``F ∉ G``, ``F ∈ G``).
+
+    Args:
+      universe: the sentence universe.
+      previous: the previous sentence: an id in ``0..K-1`` or an embedding ``[d]``; in a text it is the
+        first sentence's context, later sentences use the previously selected one.
+      n_candidates: batch size ``N >= 1``.
+      low, high: the interval ``G`` (the paper: ``[0.68, 0.76]``).
+      max_trials: batches before the fallback, or ``None`` for unlimited retries.
+      max_batches: safety cap of unlimited retries (exhausted trials output ``-1``).
+      text_length: ``None`` or ``T`` for a Markov text.
+
+    Returns:
+      ``step(key) -> int`` outcome.
+
+    Raises:
+      PMarkValueError: ``previous`` of the wrong shape, ``low > high``, bad sizes, or ``max_trials=None``
+        with ``μ_M(G) = 0`` for the first context.
+    """
+    if isinstance(previous, (int, np.integer)) and not isinstance(previous, bool):
+        if not 0 <= previous < universe.n_sentences:
+            raise PMarkValueError(
+                f"previous must be a sentence id in 0..{universe.n_sentences - 1}, got {previous}"
+            )
+        prev_vec = universe.embeddings[int(previous)]
+    else:
+        prev_vec = check_finite("previous", previous, ndim=1)
+        if prev_vec.shape != (universe.d,):
+            raise PMarkValueError(f"previous must have shape [d] = [{universe.d}], got {prev_vec.shape}")
+    if not low <= high:
+        raise PMarkValueError(f"the SimMark interval needs low <= high, got [{low}, {high}]")
+    n = check_positive_int("n_candidates", n_candidates)
+    fallback = max_trials is not None
+    limit = (
+        check_positive_int("max_trials", max_trials)
+        if fallback
+        else check_positive_int("max_batches", max_batches)
+    )
+    emb = universe.embeddings
+    contexts = emb if text_length is not None else np.zeros((0, universe.d))
+    cos = np.asarray(simmark_cosines(np.vstack([contexts, prev_vec[None, :]]), emb))  # row -1: first context
+    if not fallback and not np.any((cos[-1] >= low) & (cos[-1] <= high) & (universe.probs > 0)):
+        raise PMarkValueError("mu_M(G) = 0 for the first context: max_trials=None would redraw forever")
+    table = jnp.asarray(cos)
+
+    def core(key: Array, law: AliasTable, prev: Array) -> Array:
+        row = table[jnp.where(prev < 0, table.shape[0] - 1, prev)]
+
+        def draw(k):
+            ids = draw_ids(k, law, (n,))
+            return ids, simmark_green(row[ids], low, high)
+
+        return _rejection_loop(key, draw, limit, fallback)
+
+    return _wrap(universe, core, text_length)
