@@ -1,0 +1,76 @@
+"""Attacks on real text: plain functions ``attack(text, rng) -> text`` in a registry, and their diagnostics.
+
+Word level (``word-delete``, ``word-substitute`` with WordNet 3.0), cross-sentence (``sentence-delete``,
+``sentence-insert``, ``sentence-swap``, ``sentence-merge``, ``sentence-split``, ``copy-paste``) and paraphrase by an
+instruct LM (``paraphrase-sentence``, ``paraphrase-document``); user attacks as ``"module:function"``. The
+diagnostics give C11's η (:func:`attack_similarity`) and C14's empirical ε_rm (:func:`evidence_flips`). See
+docs/attacks.md.
+"""
+
+from __future__ import annotations
+
+from pmark_impl.attacks._diagnostics import AttackSimilarity, EvidenceFlips, attack_similarity, evidence_flips
+from pmark_impl.attacks._lexicon import Lexicon, TableLexicon, WordNetLexicon, default_lexicon, wordnet_folder
+from pmark_impl.attacks._paraphrase import (
+    DOCUMENT_TEMPLATE,
+    SENTENCE_TEMPLATE,
+    Paraphraser,
+    bigram_overlap,
+    paraphrase_document,
+    paraphrase_sentence,
+    select_by_bigram_overlap,
+)
+from pmark_impl.attacks._registry import (
+    Attack,
+    AttackFn,
+    AttackSpec,
+    check_rate,
+    get_attack,
+    list_attacks,
+    register_attack,
+)
+from pmark_impl.attacks._sentence import (
+    copy_paste,
+    sentence_delete,
+    sentence_insert,
+    sentence_merge,
+    sentence_split,
+    sentence_swap,
+)
+from pmark_impl.attacks._word import STOP_WORDS, substitutable_mask, word_delete, word_substitute
+
+__all__ = [
+    "DOCUMENT_TEMPLATE",
+    "SENTENCE_TEMPLATE",
+    "STOP_WORDS",
+    "Attack",
+    "AttackFn",
+    "AttackSimilarity",
+    "AttackSpec",
+    "EvidenceFlips",
+    "Lexicon",
+    "Paraphraser",
+    "TableLexicon",
+    "WordNetLexicon",
+    "attack_similarity",
+    "bigram_overlap",
+    "check_rate",
+    "copy_paste",
+    "default_lexicon",
+    "evidence_flips",
+    "get_attack",
+    "list_attacks",
+    "paraphrase_document",
+    "paraphrase_sentence",
+    "register_attack",
+    "select_by_bigram_overlap",
+    "sentence_delete",
+    "sentence_insert",
+    "sentence_merge",
+    "sentence_split",
+    "sentence_swap",
+    "substitutable_mask",
+    "word_delete",
+    "word_substitute",
+    "wordnet_folder",
+]
