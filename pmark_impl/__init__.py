@@ -30,6 +30,18 @@ _LAZY = {
     "load_lm": "pmark_impl._models",
     "load_encoder": "pmark_impl._models",
     "key_recovery_on_text": "pmark_impl._security",
+    "Provenance": "pmark_impl._provenance",
+    "load_provenance": "pmark_impl._provenance",
+    "save_provenance": "pmark_impl._provenance",
+    "get_attack": "pmark_impl.attacks",
+    "list_attacks": "pmark_impl.attacks",
+    "attack_similarity": "pmark_impl.attacks",
+    "evidence_flips": "pmark_impl.attacks",
+    "perplexity": "pmark_impl.quality",
+    "distinct_n": "pmark_impl.quality",
+    "repetition_n": "pmark_impl.quality",
+    "semantic_similarity": "pmark_impl.quality",
+    "detect_many": "pmark_impl._detect",
 }
 
 

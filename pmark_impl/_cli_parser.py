@@ -34,6 +34,35 @@ _CANDIDATES = int_type(1, MAX_CANDIDATES)
 _SENTENCES = int_type(1, MAX_SENTENCES)
 
 
+def _device(text: str) -> str:
+    """``--device``: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (whether this machine has it is checked later)."""
+    kind, sep, index = text.partition(":")
+    if kind not in ("cpu", "cuda", "mps") or (
+        sep and (kind != "cuda" or not index.isdigit() or len(index) > 4)
+    ):
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+        raise argparse.ArgumentTypeError(f"expected one of cpu, cuda, cuda:N, mps, got {shown!r}")
+    return text
+
+
+_device.__name__ = "device"
+
+
+def _generate_epilog() -> str:
+    """The trade-off table of ``pmark generate --help``, computed from the exact laws (X2, X5)."""
+    from pmark_impl._tradeoffs import tradeoff_table
+
+    return (
+        "Expected cost and evidence per sentence (exact laws X2 and X5; balanced sign patterns, offline in\n"
+        "batches of 4 with the one-by-one cost of X2 in brackets; online bits with an oracle median; T = sentences\n"
+        "for a typical p <= 0.01 with the hard count). Offline: fewer candidates, more matching bits, and\n"
+        "detection needs no LM; skewed sign patterns cost offline more candidates.\n\n"
+        + tradeoff_table(markdown=False)
+        + "\n\nWith --out TEXT the provenance record TEXT.pmark.json is written too (keep it with the key:\n"
+        "offline early stops hint at per-sentence evidence); pmark detect TEXT follows it."
+    )
+
+
 def build_parser(
     handlers: Mapping[str, Callable[[argparse.Namespace], int]],
     external: Mapping[str, tuple[str, str, str]],
@@ -104,17 +133,36 @@ def build_parser(
         p.add_argument(
             "--prompt-file", default=None, metavar="FILE", help="read the prompt from a UTF-8 file"
         )
+        p.add_argument(
+            "--device",
+            type=_device,
+            default=None,
+            metavar="D",
+            help="torch device of the LM and the encoder: cpu (default), cuda, cuda:N or mps",
+        )
 
     modes = ["online", "offline", "semstamp", "ksemstamp"]
-    p = sub.add_parser("generate", help="generate a watermarked continuation of PROMPT")
+    p = sub.add_parser(
+        "generate",
+        help="generate a watermarked continuation of PROMPT",
+        epilog=_generate_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     common(p)
-    p.add_argument("--mode", choices=modes, default="online")
+    p.add_argument(
+        "--mode",
+        choices=modes,
+        default="offline",
+        help="offline (default: stops at the first candidate matching every key bit, detection without the "
+        "LM), online (distortion-free for every N; detection resamples with the LM), semstamp, ksemstamp",
+    )
     p.add_argument(
         "--n",
         type=_CANDIDATES,
         default=16,
         metavar="N",
-        help=f"candidates per sentence, 1..{MAX_CANDIDATES} (online: N %% 2^b == 0)",
+        help=f"candidates per sentence (offline: at most N), 1..{MAX_CANDIDATES} (online: N %% 2^b == 0; "
+        "default 16)",
     )
     p.add_argument(
         "--max-sentences",
@@ -123,8 +171,24 @@ def build_parser(
         metavar="T",
         help=f"at most T sentences, 1..{MAX_SENTENCES} (default 12)",
     )
-    p.add_argument("--out", default=None, metavar="FILE", help="write the text here (default: stdout)")
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="FILE",
+        help="write the text here (default: stdout), and its provenance record to FILE.pmark.json",
+    )
+    p.add_argument(
+        "--provenance",
+        default=None,
+        metavar="FILE",
+        help="write the provenance record (JSON: mode, N, b, seed, models, prompt, key fingerprint, steps; "
+        "no secret) here instead",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite --out and its record if they exist (regular files only)",
+    )
     p.add_argument("prompt", metavar="PROMPT", nargs="?", default=None, help="the prompt (or --prompt-file)")
     p.set_defaults(func=handlers["generate"])
 
@@ -150,10 +214,35 @@ def build_parser(
 
     p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
     common(p)
-    p.add_argument("--mode", choices=["offline", "online", "semstamp", "ksemstamp"], default="offline")
-    p.add_argument("--prompt", default="", help="the prompt FILE continues (online mode context)")
     p.add_argument(
-        "--n", type=_CANDIDATES, default=16, metavar="N", help="online: candidates resampled per sentence"
+        "--mode",
+        choices=["offline", "online", "semstamp", "ksemstamp"],
+        default=None,
+        help="default: the mode of FILE's provenance record, else offline",
+    )
+    p.add_argument(
+        "--prompt",
+        default=None,
+        help="the prompt FILE continues (online context; default: the record's, else '')",
+    )
+    p.add_argument(
+        "--n",
+        type=_CANDIDATES,
+        default=None,
+        metavar="N",
+        help="online: candidates resampled per sentence (default: the record's N, else 16)",
+    )
+    p.add_argument(
+        "--provenance",
+        default=None,
+        metavar="FILE",
+        help="the provenance record to follow (default: FILE.pmark.json beside the text, when it exists); "
+        "a flag that contradicts it is an error",
+    )
+    p.add_argument(
+        "--no-provenance",
+        action="store_true",
+        help="ignore FILE.pmark.json (use the flags and their defaults)",
     )
     p.add_argument(
         "--alpha",
@@ -161,7 +250,13 @@ def build_parser(
         default=0.01,
         help="level in (0, 1) (default 0.01)",
     )
-    p.add_argument("--test", choices=["hard", "soft"], default="hard", help="hard (exact) or calibrated soft")
+    p.add_argument(
+        "--test",
+        choices=["hard", "soft"],
+        default="hard",
+        help="hard (exact binomial, default) or calibrated soft; the soft p-value is computed (and printed) only "
+        "with --test soft",
+    )
     p.add_argument(
         "--delta", type=float_type(0), default=0.001, help="soft-count margin, finite >= 0 (default 0.001)"
     )
@@ -179,6 +274,31 @@ def build_parser(
     )
     p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin), without the prompt")
     p.set_defaults(func=handlers["detect"])
+
+    p = sub.add_parser(
+        "attacks", help="list the registered text attacks and their parameters (docs/attacks.md)"
+    )
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=handlers["attacks"])
+
+    p = sub.add_parser("attack", help="apply a registered text attack to FILE (deterministic given --seed)")
+    p.add_argument("name", metavar="NAME", help="attack name (see 'pmark attacks') or module:function")
+    p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin)")
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="an attack parameter, e.g. rate=0.15 (repeatable)",
+    )
+    p.add_argument(
+        "--human-file", default=None, metavar="F", help="human text for sentence-insert / copy-paste"
+    )
+    p.add_argument("--seed", type=_SEED, default=0, help="seed of the attack's generator (default 0)")
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="write the attacked text here (default: stdout)"
+    )
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
+    p.set_defaults(func=handlers["attack"])
 
     for name, (_module, _fn, help_text) in external.items():
         sub.add_parser(name, help=help_text, add_help=False)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -48,7 +49,7 @@ from scipy import special, stats
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
-from pmark_impl._watermark import context_for, resolve_channels, torch_generator
+from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
 from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
@@ -67,6 +68,7 @@ __all__ = [
     "DetectionResult",
     "SentenceEvidence",
     "detect",
+    "detect_many",
 ]
 
 DETECT_MODES = ("offline", "online", "semstamp", "ksemstamp")
@@ -256,16 +258,24 @@ def _detect_seed(seed: int, t: int) -> int:
 def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress) -> np.ndarray:
     """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection)."""
     med = np.empty((len(sentences), v.shape[0]))
+    device = sampler_device(sampler)  # the generator lives on the model's device
     for t in range(len(sentences)):
-        cands = list(
-            sampler.sample(context_for(prompt, sentences[:t]), n, torch_generator(_detect_seed(seed, t)))
-        )
+        gen = torch_generator(_detect_seed(seed, t), device)
+        cands = list(sampler.sample(context_for(prompt, sentences[:t]), n, gen))
         if len(cands) != n:
             raise PMarkValueError(f"sampler returned {len(cands)} candidates, {n} were requested")
         med[t] = hd_median(embed(encoder, [c.text for c in cands], v.shape[1]) @ v.T, axis=0)
         if progress is not None:
             progress(t)
     return med
+
+
+#: Lattice resolution of the calibrated soft p-value when it is computed and no ``soft_resolution`` is given.
+DEFAULT_SOFT_RESOLUTION = 2**14
+#: ``statistics["soft"]["note"]`` when the calibrated soft p-value was not asked for (it is then ``None``).
+SOFT_NOT_COMPUTED = (
+    "not computed: the calibrated soft p-value is computed for test='soft' or when soft_resolution is given"
+)
 
 
 def detect(
@@ -287,7 +297,7 @@ def detect(
     lsh_dim: int = 3,
     n_clusters: int = 8,
     gamma: float = 0.25,
-    soft_resolution: int = 2**14,
+    soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
 ) -> DetectionResult:
@@ -309,9 +319,11 @@ def detect(
       seed: seed of the online resampling.
       min_sentences: fewer evidence sentences give "not enough evidence".
       lsh_dim, n_clusters, gamma: SemStamp settings (must match generation).
-      soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). The
-        p-value is a conservative upper bound at every resolution; lower is faster (2^14: ~50 ms at 48 bits,
-        2^8: ~1 ms) and more conservative.
+      soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). ``None``
+        (default): the soft p-value is computed only for ``test="soft"``, at :data:`DEFAULT_SOFT_RESOLUTION`
+        (otherwise ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``); an integer: computed at that
+        resolution whatever the test. The p-value is a conservative upper bound at every resolution; lower is
+        faster (2^14: ~50 ms at 48 bits, 2^8: ~1 ms) and more conservative.
       progress: called with ``t`` after each online resampling.
       splitter: sentence splitter (default ``pmark_impl._segment.split_sentences``).
 
@@ -321,13 +333,85 @@ def detect(
     Raises:
       PMarkValueError: bad arguments, online mode without a sampler, encoder dimension differing from the key.
     """
+    return detect_many(
+        key,
+        [text],
+        encoder,
+        mode=mode,
+        sampler=sampler,
+        prompt=prompt,
+        n_candidates=n_candidates,
+        delta=delta,
+        K=K,
+        alpha=alpha,
+        test=test,
+        channels=channels,
+        seed=seed,
+        min_sentences=min_sentences,
+        lsh_dim=lsh_dim,
+        n_clusters=n_clusters,
+        gamma=gamma,
+        soft_resolution=soft_resolution,
+        progress=progress,
+        splitter=splitter,
+    )[0]
+
+
+def detect_many(
+    key: WatermarkKey,
+    texts: Sequence[str | Sequence[str]],
+    encoder: SentenceEncoder,
+    *,
+    mode: str = "offline",
+    sampler: SentenceSampler | None = None,
+    prompt: str = "",
+    n_candidates: int = 16,
+    delta: float = 0.001,
+    K: float = 150.0,
+    alpha: float = 0.01,
+    test: str = "hard",
+    channels: int | None = None,
+    seed: int = 0,
+    min_sentences: int = 2,
+    lsh_dim: int = 3,
+    n_clusters: int = 8,
+    gamma: float = 0.25,
+    soft_resolution: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    splitter: Callable[[str], list[str]] | None = None,
+) -> list[DetectionResult]:
+    """:func:`detect` on many texts: one encoder call over all their sentences, counts and p-values vectorised.
+
+    Each result is the one :func:`detect` gives for that text alone (same arguments, same ``prompt``), provided
+    the encoder embeds a sentence the same way whatever else is in its batch (a neural encoder may differ in
+    the last bits across batch compositions).
+
+    Args:
+      key: the watermark key.
+      texts: the texts (each a string, or its sentences as a list).
+      encoder: the key's encoder (``dim == key.dim``).
+      mode, sampler, prompt, n_candidates, delta, K, alpha, test, channels, seed, min_sentences, lsh_dim,
+        n_clusters, gamma, soft_resolution, splitter: as in :func:`detect`, shared by all texts.
+      progress: called with ``t`` after each online resampling (of every text in turn).
+
+    Returns:
+      ``[len(texts)]`` :class:`DetectionResult`, in the order of ``texts``.
+
+    Raises:
+      PMarkValueError: ``texts`` a single string, and as :func:`detect`.
+    """
+    if isinstance(texts, str):
+        raise PMarkValueError("texts must be a sequence of texts (use detect() for one text), got a str")
     if mode not in DETECT_MODES:
         raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
     if test not in ("hard", "soft"):
         raise PMarkValueError(f"test must be 'hard' or 'soft', got {test!r}")
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     min_sentences = check_positive_int("min_sentences", min_sentences)
-    soft_resolution = check_positive_int("soft_resolution", soft_resolution)
+    if soft_resolution is not None:
+        soft_resolution = check_positive_int("soft_resolution", soft_resolution)
+    elif test == "soft":
+        soft_resolution = DEFAULT_SOFT_RESOLUTION
     b = resolve_channels(key, channels)
     if int(getattr(encoder, "dim", -1)) != key.dim:
         raise PMarkValueError(
@@ -338,49 +422,97 @@ def detect(
         if sampler is None:
             raise PMarkValueError("online detection needs a sampler (the LM) to resample candidates")
         n_candidates = check_positive_int("n_candidates", n_candidates)
-    sentences = _split(text, splitter)
-    t_len = len(sentences)
-    settings = {
-        "encoder": key.encoder,
-        "key_fingerprint": key.fingerprint,
-        "n_channels": b,
-        "min_sentences": min_sentences,
-    }
-    emb = embed(encoder, sentences, key.dim) if t_len else np.zeros((0, key.dim))
+    split = [_split(text, splitter) for text in texts]
+    if not split:
+        return []
+    lengths = [len(s) for s in split]
+    bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    flat = [s for sentences in split for s in sentences]
+    emb = embed(encoder, flat, key.dim) if flat else np.zeros((0, key.dim))  # ONE encoder call
+
+    def base_settings() -> dict[str, Any]:
+        return {
+            "encoder": key.encoder,
+            "key_fingerprint": key.fingerprint,
+            "n_channels": b,
+            "min_sentences": min_sentences,
+        }
 
     if mode in ("semstamp", "ksemstamp"):
-        return _detect_cells(
-            key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings
-        )
+        return [
+            _detect_cells(
+                key, s, emb[lo:hi], mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, base_settings()
+            )
+            for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
+        ]
 
     v = key.pivots()[:b]
-    f = emb @ v.T  # [T, b]
-    if mode == "online" and t_len:
-        m = _online_medians(sampler, encoder, prompt, sentences, v, n_candidates, seed, progress)
-        settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
+    f = np.concatenate([emb[lo:hi] @ v.T for lo, hi in itertools.pairwise(bounds)])  # [ΣT, b]
+    if mode == "online":
+        m = np.concatenate(
+            [
+                _online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress)
+                if s
+                else np.zeros((0, b))
+                for s in split
+            ]
+        )
     else:
         m = np.zeros_like(f)
-        settings["median_rule"] = "0"
-    bits = key.bits_matrix(t_len)[:, :b]
+    key_bits = key.bits_matrix(max(lengths, default=0))[:, :b]  # r_(t, ·) depends on the position t only
+    bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
     hard, soft, a = (np.asarray(x) for x in _evidence(f, m, bits, float(delta), float(K)))
-    settings.update(delta=float(delta), K=float(K))
 
-    n_bits = b * t_len
-    n_green = int(hard.sum())
+    n_bits = b * np.asarray(lengths, dtype=np.int64)
+    n_green = np.add.reduceat(hard.sum(axis=1), bounds[:-1]) if flat else np.zeros(len(split), np.int64)
+    n_green = np.where(n_bits > 0, n_green, 0)  # reduceat repeats a value at an empty segment
+    p_hard = np.atleast_1d(hard_count_pvalue(n_green, n_bits))
+    z_hard = np.atleast_1d(hard_count_z(n_green, n_bits))
+    out = []
+    for i, (sentences, lo, hi) in enumerate(zip(split, bounds[:-1], bounds[1:], strict=True)):
+        t_len = len(sentences)
+        settings = base_settings()
+        if mode == "online" and t_len:
+            settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
+        else:
+            settings["median_rule"] = "0"
+        settings.update(delta=float(delta), K=float(K))
+        stats_ = _pmark_statistics(
+            int(n_green[i]),
+            int(n_bits[i]),
+            float(p_hard[i]),
+            float(z_hard[i]),
+            soft[lo:hi],
+            a[lo:hi],
+            soft_resolution,
+        )
+        evidence = _pmark_evidence(
+            sentences, f[lo:hi], m[lo:hi], bits[lo:hi], hard[lo:hi], soft[lo:hi], a[lo:hi]
+        )
+        p = stats_[test]["p_value"]
+        best = 2.0 ** -int(n_bits[i]) if n_bits[i] else 1.0
+        out.append(
+            _verdict(
+                p, best, alpha, test, mode, t_len, int(n_bits[i]), stats_, evidence, min_sentences, settings
+            )
+        )
+    return out
+
+
+def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution) -> dict[str, Any]:
+    """The ``statistics`` of one PMark text (hard, calibrated soft when asked, the paper's soft z)."""
     n_soft = float(soft.sum())
+    soft_stats: dict[str, Any] = {"n_green": n_soft}
+    if soft_resolution is None:
+        soft_stats.update(p_value=None, calibrated=True, note=SOFT_NOT_COMPUTED)
+    else:
+        p_soft = (
+            float(calibrated_soft_pvalue(n_soft, a.ravel(), resolution=soft_resolution)) if n_bits else 1.0
+        )
+        soft_stats.update(p_value=p_soft, calibrated=True)
     stats_ = {
-        "hard": {
-            "n_green": n_green,
-            "p_value": float(hard_count_pvalue(n_green, n_bits)),
-            "z": float(hard_count_z(n_green, n_bits)),
-        },
-        "soft": {
-            "n_green": n_soft,
-            "p_value": float(calibrated_soft_pvalue(n_soft, a.ravel(), resolution=soft_resolution))
-            if n_bits
-            else 1.0,
-            "calibrated": True,
-        },
+        "hard": {"n_green": n_green, "p_value": p_hard, "z": z_hard},
+        "soft": soft_stats,
         "paper_soft_z": {
             "z": float(paper_soft_z(soft.ravel(), two_sided=False)) if n_bits else 0.0,
             "uncalibrated": True,
@@ -388,27 +520,23 @@ def detect(
         },
     }
     stats_["paper_soft_z"]["nominal_p_value"] = float(special.ndtr(-stats_["paper_soft_z"]["z"]))
-    evidence = tuple(
+    return stats_
+
+
+def _pmark_evidence(sentences, f, m, bits, hard, soft, a) -> tuple[SentenceEvidence, ...]:
+    """Per-sentence, per-channel evidence records of one PMark text."""
+    rows = zip(f.tolist(), m.tolist(), bits.tolist(), hard.tolist(), soft.tolist(), a.tolist(), strict=True)
+    return tuple(
         SentenceEvidence(
             position=t,
             text=sentences[t],
             channels=tuple(
-                ChannelEvidence(
-                    float(f[t, j]),
-                    float(m[t, j]),
-                    int(bits[t, j]),
-                    int(hard[t, j]),
-                    float(soft[t, j]),
-                    float(a[t, j]),
-                )
-                for j in range(b)
+                ChannelEvidence(float(x[0]), float(x[1]), int(x[2]), int(x[3]), float(x[4]), float(x[5]))
+                for x in zip(*row, strict=True)
             ),
         )
-        for t in range(t_len)
+        for t, row in enumerate(rows)
     )
-    p = stats_[test]["p_value"]
-    best = 2.0**-n_bits if n_bits else 1.0
-    return _verdict(p, best, alpha, test, mode, t_len, n_bits, stats_, evidence, min_sentences, settings)
 
 
 def _verdict(p, best, alpha, test, mode, t_len, n_bits, stats_, evidence, min_sentences, settings):

@@ -14,11 +14,21 @@ candidates independently from one fixed law. :class:`LMSentenceSampler` does so 
    (``batch_select_indices``), so the loop ends when the last row does and never hangs.
 
 Outcomes of a row (:class:`Candidate`): ``"sentence"`` (cut just past its first terminal mark; text after the mark
-in the same token is dropped), ``"eos"`` (an EOS token; the text may be empty or lack a terminal mark) and
-``"cap"`` (``max_sentence_tokens`` tokens without a boundary: the truncated text is used as a candidate sentence as
-it is; in the final text it merges with the next sentence at detection, which the watermark reports as a
-misalignment). ``Candidate.text`` is normalised (:func:`~pmark_impl._segment.normalize_whitespace`), so a
-non-empty text is exactly one sentence: ``split_sentences(c.text) == [c.text]``.
+in the same token is dropped), ``"eos"`` (an EOS token; the text may be empty or lack a terminal mark; generation
+ends with it, so it is always the last sentence of a text) and ``"cap"`` (``max_sentence_tokens`` tokens without a
+boundary). ``Candidate.text`` is normalised (:func:`~pmark_impl._segment.normalize_whitespace`), so a non-empty
+text is exactly one sentence: ``split_sentences(c.text) == [c.text]``.
+
+**Capped candidates are closed with** :data:`CAP_MARK` (``"."``): the truncated text gets a terminal mark appended
+(:func:`close_capped`). Without it a capped sentence has no boundary, merges with the next sentence when the final
+text is re-split, and every later position is scored against the wrong key bits. A capped text never ends with a
+mark (the row would have stopped there), so after the append its only boundary is at its end and
+``split_sentences(text) == sentences`` holds for every generated text. Effect on the law: the candidate text is
+a deterministic function of the sampled token path, so the sentence law ``P_M`` is the push-forward of the token
+law under that function (a capped ``"a b c"`` and a completed ``"a b c."`` become the same text, whose
+probability is the sum of both paths — :meth:`LMSentenceSampler.sentence_logprob` and
+:func:`pmark_impl._tiny.enumerate_sentences` use the same rule). Every selection rule (C9, C10, E7, C5) acts on
+i.i.d. draws of whatever the sampler's law is, so the watermark laws and their guarantees are unchanged.
 
 Randomness: only the ``torch.Generator`` passed in; same generator state, same context, same model → the same
 candidates, bit for bit, on one machine. The generator must live on the model's device.
@@ -36,10 +46,35 @@ import torch
 from pmark_impl._segment import first_sentence_end, normalize_whitespace
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
-__all__ = ["OUTCOMES", "Candidate", "LMSentenceSampler", "SamplingConfig", "filtered_logprobs"]
+__all__ = [
+    "CAP_MARK",
+    "OUTCOMES",
+    "Candidate",
+    "LMSentenceSampler",
+    "SamplingConfig",
+    "close_capped",
+    "filtered_logprobs",
+]
 
 #: The possible ``Candidate.outcome`` values.
 OUTCOMES = ("sentence", "eos", "cap")
+#: Terminal mark appended to a candidate cut at the token cap, so that it is one well-formed sentence.
+CAP_MARK = "."
+
+
+def close_capped(text: str) -> str:
+    """A capped candidate's normalised ``text`` as one well-formed sentence: ``text + CAP_MARK`` (``""`` stays).
+
+    A capped text has no sentence boundary (the row would have stopped at it), so it does not end with a mark;
+    after the append, ``split_sentences(result) == [result]`` and the boundary survives in the final text.
+
+    Args:
+      text: the normalised text of a row that reached ``max_sentence_tokens`` without a boundary.
+
+    Returns:
+      ``text`` with :data:`CAP_MARK` appended, or ``""`` for an empty text.
+    """
+    return text + CAP_MARK if text else text
 
 
 @dataclass(frozen=True)
@@ -52,7 +87,8 @@ class SamplingConfig:
         ``top_p`` (a token is kept iff the mass strictly before it, in decreasing order, is ``< top_p``; equal
         logits are ordered by token id); ``1`` keeps every token.
       top_k: keep the ``top_k`` largest logits (ties at the k-th value are kept); ``0`` keeps every token.
-      max_sentence_tokens: cap on tokens per candidate (EOS included); a row reaching it ends with outcome ``"cap"``.
+      max_sentence_tokens: cap on tokens per candidate (EOS included); a row reaching it ends with outcome ``"cap"``
+        and its text closed with :data:`CAP_MARK`.
     """
 
     temperature: float = 0.7
@@ -197,7 +233,7 @@ class LMSentenceSampler:
         if end is not None:
             return "sentence", normalize_whitespace(raw[:end])
         if len(ids) >= self.config.max_sentence_tokens:
-            return "cap", normalize_whitespace(raw)
+            return "cap", close_capped(normalize_whitespace(raw))
         return None, ""
 
     def _decode(self, ids: list[int]) -> str:
@@ -278,7 +314,8 @@ class LMSentenceSampler:
 
         Sums, over the distinct canonical token paths of ``" " + sentence`` and ``sentence``, the probability that
         the sampler follows the path and stops right after it with that text: by a boundary, by the cap (path of
-        ``max_sentence_tokens`` tokens) or by an EOS token (times ``P(EOS)`` after the path). A path on which the
+        ``max_sentence_tokens`` tokens, text closed by :func:`close_capped`, so the paths of ``sentence`` without
+        its final :data:`CAP_MARK` are tried too) or by an EOS token (times ``P(EOS)`` after the path). A path on which the
         sampler would stop earlier contributes 0. Exact when these are the only token paths whose decoded text
         normalises to ``sentence`` (the tiny word-level LM of :mod:`pmark_impl._tiny`); a lower bound otherwise
         (a BPE tokenizer can spell a string many ways).
@@ -295,7 +332,11 @@ class LMSentenceSampler:
         target = normalize_whitespace(sentence)
         ctx = self._context_ids(context)
         paths: list[tuple[int, ...]] = []
-        for raw in (" " + target, target) if target else ("",):
+        raws: tuple[str, ...] = (" " + target, target) if target else ("",)
+        if target.endswith(CAP_MARK) and len(target) > len(CAP_MARK):  # a capped row closed by close_capped
+            stem = target[: -len(CAP_MARK)]
+            raws += (" " + stem, stem)
+        for raw in raws:
             path = tuple(self.tokenizer(raw, add_special_tokens=False).input_ids) if raw else ()
             if path not in paths and len(path) <= self.config.max_sentence_tokens:
                 paths.append(path)

@@ -9,10 +9,13 @@ The sampler and encoder protocols that :func:`pmark_impl._watermark.generate` an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pmark_impl._provenance import Provenance
 
 __all__ = [
     "MODES",
@@ -86,8 +89,13 @@ class GenerationResult:
 
     ``text`` is the continuation only (the prompt is not included): its sentences, joined by single spaces, are
     the evidence sentences at positions ``0..T-1`` for :func:`pmark_impl._detect.detect`. ``aligned`` says
-    whether ``split_sentences(text)`` gives back ``sentences`` (``None`` if no splitter was available); if it is
-    false, detection sees other sentence boundaries (e.g. a sentence cut at the token cap) and loses evidence.
+    whether ``split_sentences(text)`` gives back ``sentences`` (``None`` if no splitter was available). With
+    :class:`pmark_impl._sampler.LMSentenceSampler` it is always true (a candidate cut at the token cap is closed
+    with a terminal mark); it is false only for a sampler that breaks the one-sentence contract of
+    :class:`CandidateLike`, and then detection sees other sentence boundaries and loses evidence.
+
+    ``key_fingerprint``, ``encoder``, ``model``, ``sampling`` (the token law and cap) and ``settings`` (the
+    mode's own settings) complete the provenance record returned by :meth:`provenance`.
     """
 
     text: str
@@ -99,6 +107,11 @@ class GenerationResult:
     channels: int
     seed: int
     aligned: bool | None
+    key_fingerprint: str = ""
+    encoder: str = ""
+    model: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_candidates_sampled(self) -> int:
@@ -114,3 +127,14 @@ class GenerationResult:
         d["n_candidates_sampled"] = self.n_candidates_sampled
         d["n_tokens"] = self.n_tokens
         return d
+
+    def provenance(self) -> Provenance:
+        """The provenance record of this text (what ``pmark generate`` writes beside it; no secret, no evidence).
+
+        Returns:
+          A :class:`pmark_impl._provenance.Provenance`; ``.to_dict()`` / ``.to_json()`` give the JSON document,
+          :func:`pmark_impl._provenance.load_provenance` reads it back.
+        """
+        from pmark_impl._provenance import Provenance
+
+        return Provenance.from_generation(self)

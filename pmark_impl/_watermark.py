@@ -53,6 +53,7 @@ __all__ = [
     "embed",
     "generate",
     "resolve_channels",
+    "sampler_device",
     "torch_generator",
 ]
 
@@ -74,11 +75,43 @@ def context_for(prompt: str, sentences: Sequence[str]) -> str:
     return prompt + sep + body
 
 
-def torch_generator(seed: int) -> Any:
-    """A CPU ``torch.Generator`` seeded with ``seed`` (torch is imported lazily)."""
+def torch_generator(seed: int, device: Any = None) -> Any:
+    """A ``torch.Generator`` on ``device`` (default CPU) seeded with ``seed`` (torch is imported lazily).
+
+    ``torch.multinomial`` needs the generator on the device of the probabilities, i.e. the model's device
+    (:func:`sampler_device`). The same seed on the same device gives the same stream; CPU and CUDA streams differ.
+    """
     import torch
 
-    return torch.Generator().manual_seed(int(seed))
+    return torch.Generator(device="cpu" if device is None else device).manual_seed(int(seed))
+
+
+def sampler_device(sampler: Any) -> Any:
+    """The torch device a sampler draws on: ``sampler.device``, else ``sampler.model.device``, else ``None`` (CPU).
+
+    Fake samplers without a model (tests) get ``None``, hence CPU generators.
+    """
+    device = getattr(sampler, "device", None)
+    if device is None:
+        device = getattr(getattr(sampler, "model", None), "device", None)
+    return device
+
+
+def _sampling_settings(sampler: Any) -> dict[str, Any]:
+    """The sampler's token law and cap (``SamplingConfig`` fields), ``{}`` for a sampler without ``config``."""
+    config = getattr(sampler, "config", None)
+    names = ("temperature", "top_p", "top_k", "max_sentence_tokens")
+    if config is None or not all(hasattr(config, n) for n in names):
+        return {}
+    return {n: getattr(config, n) for n in names}
+
+
+def _model_name(sampler: Any) -> str | None:
+    model = getattr(sampler, "model", None)
+    name = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", None
+    )
+    return str(name) if name else None
 
 
 def resolve_channels(key: WatermarkKey, channels: int | None) -> int:
@@ -110,6 +143,7 @@ def generate(
     max_trials: int = 16,
     progress: Callable[[StepInfo], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
+    model_name: str | None = None,
 ) -> GenerationResult:
     """Generate a watermarked continuation of ``prompt``, sentence by sentence (C10, E7, E3).
 
@@ -136,9 +170,11 @@ def generate(
       lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings.
       progress: called with each :class:`StepInfo` as soon as the step is done.
       splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
+      model_name: the LM's id recorded in the provenance (default: the model's ``name_or_path``, if any).
 
     Returns:
-      :class:`GenerationResult`.
+      :class:`GenerationResult`; :meth:`GenerationResult.provenance` gives its provenance record. Its
+      ``torch.Generator`` s live on the sampler's device (:func:`sampler_device`).
 
     Raises:
       PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
@@ -165,11 +201,12 @@ def generate(
     cell_fn, n_cells = cell_function(key, mode, lsh_dim, n_clusters)
     g = check_green_size(round(gamma * n_cells), n_cells) if cell_fn is not None else 0
 
+    device = sampler_device(sampler)
     sentences: list[str] = []
     steps: list[StepInfo] = []
     for t in range(max_sentences):
         context = context_for(prompt, sentences)
-        gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"))
+        gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"), device)
         rng = jax.random.key(key.derive_seed(f"generate/{seed}/{t}/choice"))
         bits = key.bits(t)[:b]
         if mode == "online":
@@ -212,7 +249,25 @@ def generate(
         channels=b,
         seed=seed,
         aligned=_aligned(full, sentences, splitter),
+        key_fingerprint=key.fingerprint,
+        encoder=str(getattr(encoder, "name", "") or key.encoder),
+        model=model_name if model_name is not None else _model_name(sampler),
+        sampling=_sampling_settings(sampler),
+        settings=_mode_settings(mode, offline_batch, lsh_dim, n_clusters, gamma, max_trials),
     )
+
+
+def _mode_settings(
+    mode: str, offline_batch: int, lsh_dim: int, n_clusters: int, gamma: float, max_trials: int
+) -> dict[str, Any]:
+    """The settings of ``mode`` that generation used (detection of SemStamp modes must use the same)."""
+    if mode == "offline":
+        return {"offline_batch": offline_batch}
+    if mode == "semstamp":
+        return {"lsh_dim": lsh_dim, "gamma": float(gamma), "max_trials": max_trials}
+    if mode == "ksemstamp":
+        return {"n_clusters": n_clusters, "gamma": float(gamma), "max_trials": max_trials}
+    return {}
 
 
 def _aligned(text: str, sentences: Sequence[str], splitter: Callable[[str], list[str]] | None) -> bool | None:

@@ -1,12 +1,17 @@
 """The ``pmark`` command line: ``keygen``, ``generate``, ``detect``, ``demo``, and dispatch to other packages' commands.
 
     pmark keygen   --out KEY [--encoder NAME] [--dim D] [--channels b] [--force]
-    pmark generate --key KEY [--mode online|offline|semstamp|ksemstamp] [--n N] [--channels b] [--model M]
-                   [--encoder E] [--max-sentences T] [--seed S] [--out FILE] [--force]
-                   [--allow-insecure-key] (PROMPT | --prompt-file FILE)
+    pmark generate --key KEY [--mode offline|online|semstamp|ksemstamp] [--n N] [--channels b] [--model M]
+                   [--encoder E] [--device cpu|cuda|mps] [--max-sentences T] [--seed S] [--out FILE]
+                   [--provenance FILE] [--force] [--allow-insecure-key] (PROMPT | --prompt-file FILE)
     pmark detect   --key KEY [--mode offline|online|semstamp|ksemstamp] [--prompt P | --prompt-file FILE]
-                   [--n N] [--alpha A] [--test hard|soft] [--evidence] [--allow-insecure-key]
+                   [--n N] [--alpha A] [--test hard|soft] [--evidence] [--device D] [--allow-insecure-key]
+                   [--provenance FILE | --no-provenance]
                    FILE             (FILE may be "-" for stdin; prints a JSON verdict)
+
+``generate --out TEXT`` also writes the provenance record ``TEXT.pmark.json`` (mode, N, b, seed, models,
+prompt, key fingerprint, per-sentence steps; :mod:`pmark_impl._provenance`); ``detect TEXT`` follows it, and a
+flag that contradicts it is an error (:mod:`pmark_impl._cli_provenance`).
     pmark check …  → proofs_checks.cli:main(argv)   (commands of other packages, imported lazily)
     pmark --version                                  (prints ``pmark <version>`` of the pmark-toolkit distribution)
 
@@ -27,6 +32,7 @@ command to another package, add it to :data:`EXTERNAL_COMMANDS`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -34,9 +40,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from pmark_impl import _cli_parser
+from pmark_impl._cli_files import PROMPT_LIMIT_BYTES, CLIError
+from pmark_impl._cli_files import check_can_write as _check_can_write
+from pmark_impl._cli_files import check_text_arg as _check_text_arg
+from pmark_impl._cli_files import prompt_text as _prompt
+from pmark_impl._cli_files import read_text as _read_text
+from pmark_impl._cli_files import write_text as _write_text
 from pmark_impl._cli_util import one_line
 
-__all__ = ["EXTERNAL_COMMANDS", "CLIError", "build_parser", "main"]
+__all__ = ["EXTERNAL_COMMANDS", "PROMPT_LIMIT_BYTES", "CLIError", "build_parser", "main"]
 
 #: ``name -> (module, function, help)``: ``pmark name ARGS`` calls ``module.function(ARGS)`` (lazy import).
 EXTERNAL_COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -62,12 +74,6 @@ _EXTERNAL_KWARGS = {"validate-proxy": _validate_proxy_kwargs}
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130
-#: Largest prompt file read (1 MiB).
-PROMPT_LIMIT_BYTES = 1 << 20
-
-
-class CLIError(Exception):
-    """A user error: printed as one line, exit status 2."""
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -78,39 +84,44 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-def _load_encoder(name: str | None) -> Any:
-    """The sentence encoder ``name`` (``None``: the offline default)."""
+def _load_encoder(name: str | None, **device: Any) -> Any:
+    """The sentence encoder ``name`` (``None``: the offline default), on ``device=`` if given."""
     try:
         from pmark_impl._models import load_encoder
 
-        return load_encoder(name)
+        return load_encoder(name, **device)
     except (OSError, ImportError, ValueError) as exc:
         raise CLIError(f"cannot load encoder {name or '(default)'!r}: {_first_line(exc)}") from None
 
 
-def _load_sampler(model: str | None, temperature: float | None, top_p: float | None) -> Any:
+def _load_sampler(model: str | None, temperature: float | None, top_p: float | None, **options: Any) -> Any:
     """An ``LMSentenceSampler`` over the LM ``model`` (``None``: the offline default).
 
     The sampling settings are checked first (a bad ``--temperature`` is reported as such, not as a model
-    that cannot be loaded).
+    that cannot be loaded). ``options``: ``device=`` (the model's device) and ``max_sentence_tokens=``.
     """
     from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 
-    kwargs = {k: v for k, v in (("temperature", temperature), ("top_p", top_p)) if v is not None}
-    config = SamplingConfig(**kwargs)  # PMarkValueError -> exit 2 with its own message
+    settings = (
+        ("temperature", temperature),
+        ("top_p", top_p),
+        ("max_sentence_tokens", options.get("max_sentence_tokens")),
+    )
+    config = SamplingConfig(**{k: v for k, v in settings if v is not None})  # PMarkValueError -> exit 2
+    device = {"device": options["device"]} if options.get("device") is not None else {}
     try:
         from pmark_impl._models import load_lm
 
-        lm, tokenizer = load_lm(model)
+        lm, tokenizer = load_lm(model, **device)
     except (OSError, ImportError, ValueError) as exc:
         raise CLIError(f"cannot load language model {model or '(default)'!r}: {_first_line(exc)}") from None
     return LMSentenceSampler(lm, tokenizer, config)
 
 
-def _encoder_for_key(key: Any, name: str | None, key_path: str) -> Any:
+def _encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) -> Any:
     from pmark_impl._keys import KeyFileError
 
-    encoder = _load_encoder(name or key.encoder)
+    encoder = _load_encoder(name or key.encoder, **device)
     if int(encoder.dim) != key.dim:
         raise KeyFileError(
             f"key file {key_path} was made for a {key.dim}-dimensional encoder ({key.encoder!r}), "
@@ -121,64 +132,6 @@ def _encoder_for_key(key: Any, name: str | None, key_path: str) -> Any:
             f"pmark: warning: the key was made for encoder {key.encoder!r}, using {name!r}", file=sys.stderr
         )
     return encoder
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Files.
-# --------------------------------------------------------------------------------------------------------------
-def _read_text(path: str, what: str = "input file", limit: int | None = None) -> str:
-    """Read ``path`` (``-``: stdin) as strict UTF-8 text, at most ``limit`` bytes, regular files only."""
-    from pmark_theory._files import TEXT_LIMIT_BYTES, read_text_file
-
-    return read_text_file(path, limit=TEXT_LIMIT_BYTES if limit is None else limit, what=what)
-
-
-def _check_text_arg(name: str, value: str) -> str:
-    """A text given on the command line must be valid Unicode (argv bytes that are not UTF-8 are refused)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise CLIError(
-            f"{name} is not valid UTF-8 text (invalid character at position {exc.start})"
-        ) from None
-    if "\x00" in value:
-        raise CLIError(f"{name} contains a NUL character")
-    return value
-
-
-def _prompt(args: argparse.Namespace, inline: str | None, flag: str) -> str:
-    """The prompt, from ``inline`` (``PROMPT`` / ``--prompt``) or from ``--prompt-file`` (not both)."""
-    if args.prompt_file is not None:
-        if inline:
-            raise CLIError(f"give the prompt either as {flag} or with --prompt-file, not both")
-        return _read_text(args.prompt_file, "prompt file", PROMPT_LIMIT_BYTES).rstrip("\n")
-    if inline is None:
-        raise CLIError(f"the prompt is missing: give it as {flag} or with --prompt-file FILE")
-    return _check_text_arg(flag, inline)
-
-
-def _check_can_write(path: str | None, force: bool, what: str = "output file") -> None:
-    """Refuse early (before loading models) an output that exists without ``force`` or is not a regular file."""
-    from pmark_theory._files import check_output_target
-
-    if path is None:
-        return
-    try:
-        check_output_target(path, force, what=what)
-    except FileExistsError:
-        raise CLIError(f"{what} {path} already exists (use --force to overwrite)") from None
-
-
-def _write_text(path: str, text: str, force: bool) -> None:
-    """Write ``text`` atomically (temporary file + rename); never replaces an existing file without ``force``."""
-    from pmark_theory._files import write_atomic
-
-    try:
-        write_atomic(path, text.encode("utf-8"), force=force, what="output file")
-    except FileExistsError:
-        raise CLIError(f"output file {path} already exists (use --force to overwrite)") from None
-    except OSError as exc:
-        raise CLIError(f"cannot write output file {path}: {exc.strerror or exc}") from None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -239,7 +192,10 @@ def _progress_bar(total: int, desc: str) -> Any:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    from pmark_impl._cli_provenance import device_kwargs, generation_provenance_path
     from pmark_impl._keys import load_key
+    from pmark_impl._models import DEFAULT_LM_NAME
+    from pmark_impl._provenance import save_provenance
     from pmark_impl._watermark import generate, resolve_channels
     from pmark_theory._validate import check_n_candidates, check_positive_int
 
@@ -250,9 +206,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         check_n_candidates(args.n, b)
     check_positive_int("--max-sentences", args.max_sentences)
     prompt = _prompt(args, args.prompt, "PROMPT")
+    prov_path = generation_provenance_path(args)
     _check_can_write(args.out, args.force)
-    encoder = _encoder_for_key(key, args.encoder, args.key)
-    sampler = _load_sampler(args.model, args.temperature, args.top_p)
+    _check_can_write(prov_path, args.force, "provenance file")
+    device = device_kwargs(args)
+    encoder = _encoder_for_key(key, args.encoder, args.key, **device)
+    sampler = _load_sampler(args.model, args.temperature, args.top_p, **device)
     bar = _progress_bar(args.max_sentences, f"pmark {args.mode}")
     try:
         result = generate(
@@ -266,6 +225,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             seed=args.seed,
             channels=b,
             progress=lambda _step: bar.update(1),
+            model_name=args.model or DEFAULT_LM_NAME,
         )
     finally:
         bar.close()
@@ -274,6 +234,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         _write_text(args.out, text, args.force)
+    if prov_path is not None:
+        try:
+            save_provenance(result.provenance(), prov_path, force=args.force)
+        except FileExistsError:
+            raise CLIError(f"provenance file {prov_path} already exists (use --force to overwrite)") from None
     note = "" if result.aligned in (True, None) else "; warning: the text re-splits into other sentences"
     print(
         f"pmark: {len(result.sentences)} sentences, {result.n_candidates_sampled} candidates sampled, "
@@ -284,33 +249,42 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_detect(args: argparse.Namespace) -> int:
+    from pmark_impl._cli_provenance import detection_settings, device_kwargs
     from pmark_impl._detect import detect
     from pmark_impl._keys import load_key
     from pmark_impl._watermark import resolve_channels
 
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
-    prompt = _prompt(args, args.prompt, "--prompt")
+    given = args.prompt is not None or args.prompt_file is not None
+    s = detection_settings(args, key, _prompt(args, args.prompt, "--prompt") if given else None)
     text = _read_text(args.file)
-    encoder = _encoder_for_key(key, args.encoder, args.key)
-    sampler = _load_sampler(args.model, args.temperature, args.top_p) if args.mode == "online" else None
-    bar = _progress_bar(0, "pmark detect") if args.mode == "online" else None
+    device = device_kwargs(args)
+    encoder = _encoder_for_key(key, s["encoder"], args.key, **device)
+    online = s["mode"] == "online"
+    sampler = (
+        _load_sampler(s["model"], s["temperature"], s["top_p"], **s["sampler_kwargs"], **device)
+        if online
+        else None
+    )
+    bar = _progress_bar(0, "pmark detect") if online else None
     try:
         result = detect(
             key,
             text,
             encoder,
-            mode=args.mode,
+            mode=s["mode"],
             sampler=sampler,
-            prompt=prompt,
-            n_candidates=args.n,
+            prompt=s["prompt"],
+            n_candidates=s["n_candidates"],
             alpha=args.alpha,
             test=args.test,
-            channels=args.channels,
+            channels=s["channels"],
             seed=args.seed,
             delta=args.delta,
             K=args.K,
             progress=(lambda _t: bar.update(1)) if bar is not None else None,
+            **s["detect_kwargs"],
         )
     finally:
         if bar is not None:
@@ -327,7 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     Errors are one line; every number is range-checked (:mod:`pmark_impl._cli_parser`).
     """
-    handlers = {"keygen": _cmd_keygen, "generate": _cmd_generate, "demo": _cmd_demo, "detect": _cmd_detect}
+    from pmark_impl._cli_attacks import cmd_attack, cmd_attacks
+
+    handlers = {
+        "keygen": _cmd_keygen,
+        "generate": _cmd_generate,
+        "demo": _cmd_demo,
+        "detect": _cmd_detect,
+        "attacks": cmd_attacks,
+        "attack": cmd_attack,
+    }
     return _cli_parser.build_parser(handlers, EXTERNAL_COMMANDS)
 
 
@@ -376,6 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pmark: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader closed the pipe (``pmark attacks | head``): nothing left to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CLIError as exc:
         print(f"pmark: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE

@@ -119,6 +119,15 @@ def _mutation_table(results: Sequence[dict[str, Any]], mutations: dict[str, list
     return lines
 
 
+def _control_cell(nc: dict[str, Any]) -> str:
+    """The table's negative-control cell: what the control mutates, the statistic by which it missed, the outcome."""
+    if not nc:
+        return "—"
+    mark = "failed ✓" if nc.get("failed") else "DID NOT FAIL ✗"
+    desc, measured = nc.get("description", ""), nc.get("measured", "")
+    return f"{desc}: {measured} — {mark}" if desc or measured else mark
+
+
 def _status(rec: dict[str, Any]) -> str:
     return "PASS" if rec.get("passed") else "FAIL"
 
@@ -147,14 +156,16 @@ def _markdown(
         "Verdicts: **confirmed** — the paper's statement holds as printed; **corrected** — it fails as printed "
         f"but the correction of the claims register ({CLAIMS_DOC}) holds; **refuted** — it fails and the "
         "refutation is confirmed. A check passes when its verdict is the one the claims register expects and its "
-        "negative control (a variant that must fail) failed.",
+        "negative control failed: the same pipeline (statistic, tolerance, sample size) run on a deliberately "
+        "wrong variant of the code under check (a biased rule, a wrong law, an off-by-one); the column says what "
+        "was mutated and by how much it missed.",
         "",
         "| ID | paper says | measured | verdict | negative control | status |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
         nc = r.get("negative_control") or {}
-        ctrl = ("failed ✓" if nc.get("failed") else "DID NOT FAIL ✗") if nc else "—"
+        ctrl = _control_cell(nc)
         verdict = r.get("verdict", "")
         if verdict != r.get("expected_verdict"):
             verdict = f"{verdict} (expected {r.get('expected_verdict')})"

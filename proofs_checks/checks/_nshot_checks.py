@@ -8,9 +8,12 @@ by name at call time), against the exact fixed-key collision law :func:`fixed_ke
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
+import pmark_theory
+from pmark_theory import SelectionRule
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import GOF_P, verdict, z_within
 from proofs_checks.checks._detection_mc import B, binom_se
@@ -18,6 +21,17 @@ from proofs_checks.checks._mc_common import fmt, histograms, law_gof
 from proofs_checks.checks._offline_mc import one_key_pair_step, pattern_setup, pattern_step
 
 __all__ = ["fixed_key_collision"]
+
+
+def _key_bit1_ignored_rule() -> SelectionRule:
+    """C17's control: the shared offline rule (``RULES["offline"]``, looked up now) whose match count ignores
+    key bit r_1 (``Sig_1 = 1`` always counts as a match) — a rule that leaks its preference even under fresh keys."""
+    base = pmark_theory.RULES["offline"]
+
+    def mask(proxies, bits, tiebreak=None):
+        return base.mask(proxies, jnp.asarray(bits).at[0].set(1), tiebreak)
+
+    return SelectionRule("offline_bit1_ignored", mask, False, "C17 control")
 
 
 # ---------------------------------------------------------------------------------------------------------- C17
@@ -50,11 +64,14 @@ def check_c17(key: jax.Array, budget: Budget) -> Outcome:
     setup = pattern_setup(k_univ, pi_u)
     fresh = pattern_step(setup, big_n, "offline")  # RULES["offline"], looked up now (call time)
     n_pat = 2**B
-    pair_fixed, pair_fresh = histograms(
+    mutant = pattern_step(setup, big_n, _key_bit1_ignored_rule())
+    pair_fixed, pair_fresh, pair_mut = histograms(
         k_mc,
         [
             one_key_pair_step(setup, big_n),  # one (random, secret) key per pair, used for both queries
             lambda k: fresh(jax.random.fold_in(k, 0)) * n_pat + fresh(jax.random.fold_in(k, 1)),  # fresh keys
+            # Control: the same fresh-key pipeline on a mutated rule that ignores key bit r_1.
+            lambda k: mutant(jax.random.fold_in(k, 0)) * n_pat + mutant(jax.random.fold_in(k, 1)),
         ],
         n,
         n_pat**2,
@@ -73,25 +90,39 @@ def check_c17(key: jax.Array, budget: Budget) -> Outcome:
     fixed_ok = z_within(col_fixed, col_exact, binom_se(col_exact, n)) and col_fixed > 1 / 16 + 5 * binom_se(
         1 / 16, n
     )
-    fresh_ok = z_within(col_fresh, 1 / 16, binom_se(1 / 16, n))
+    se16 = binom_se(1 / 16, n)
+    fresh_ok = z_within(col_fresh, 1 / 16, se16)
+    # Control: fresh keys, the same collision statistic, sample size and 5-SE criterion, on the mutated rule.
+    w1, w2 = np.divmod(np.repeat(np.arange(n_pat**2), pair_mut), n_pat)
+    col_mut = float(np.mean(w1 == w2))
+    z_mut = (col_mut - 1 / 16) / se16
+    g_joint_mut = law_gof(pair_mut, prod)
     sum_says_undetectable = g_marg["passed"]
     joint_says_undetectable = g_joint_fixed["passed"]
     paper_ok = bool(sum_says_undetectable == joint_says_undetectable)
     correction = bool(
-        sum_says_undetectable and fixed_ok and not joint_says_undetectable and g_joint_fresh["passed"]
+        sum_says_undetectable
+        and fixed_ok
+        and not joint_says_undetectable
+        and g_joint_fresh["passed"]
+        and fresh_ok
     )
     return Outcome(
         verdict=verdict(paper_ok, correction),
         measured=f"same sign pattern in two answers: one key {col_fixed:.3f} (exact {col_exact:.3f}), fresh keys "
         f"{col_fresh:.3f} (P_M: 1/16 = 0.0625); marginal vs P_M χ² p = {g_marg['p_value']:.3f}; pair law vs "
-        f"P_M⊗P_M: one key p = {fmt(g_joint_fixed['p_value'])}, fresh keys p = {g_joint_fresh['p_value']:.3f}",
+        f"P_M⊗P_M: one key p = {fmt(g_joint_fixed['p_value'])}, fresh keys p = {g_joint_fresh['p_value']:.3f}; "
+        f"control (fresh keys, rule ignoring r_1): collision {col_mut:.3f}, {z_mut:.0f} SE from 1/16",
         method=f"{n} pairs of answers to one context from the shared offline rule (b = {B}, N = {big_n}, a "
         "universe with jointly uniform signs): both answers under one random key (the rule on two candidate "
-        "batches with the same key bits), or each under a fresh key (simulations.pmark_step); exact collision law.",
+        "batches with the same key bits), or each under a fresh key (simulations.pmark_step); exact collision law. "
+        "Control: the fresh-key pipeline (same pairs, statistic and tolerance) on the offline rule mutated to "
+        "ignore key bit r_1.",
         statistic={
             "collision_fixed": col_fixed,
             "collision_fixed_exact": col_exact,
             "collision_fresh": col_fresh,
+            "collision_fresh_z": (col_fresh - 1 / 16) / se16,
             "chi2_marginal": g_marg,
             "chi2_pair_fixed": g_joint_fixed,
             "chi2_pair_fresh": g_joint_fresh,
@@ -102,9 +133,17 @@ def check_c17(key: jax.Array, budget: Budget) -> Outcome:
         tolerance=f"χ² p > {GOF_P} with Bonferroni per-cell z (exact binomial tails); collision rates within 5 "
         "standard errors.",
         control=Control(
-            "fresh keys per query claimed 2-shot detectable (collision ≠ 1/16 by > 5 SE)",
-            f"collision {col_fresh:.4f} vs 0.0625",
-            failed=bool(fresh_ok),
-            statistic={"collision_fresh": col_fresh},
+            "the fresh-key pipeline (same pairs, collision statistic and 5-SE test against 1/16) on the offline "
+            "rule mutated so that its match count ignores key bit r_1 (Sig_1 = 1 always counts as a match): "
+            "must be caught as 2-shot detectable",
+            f"collision {col_mut:.4f} vs 1/16 = 0.0625: {z_mut:.1f} SE (tolerance 5 SE); pair law vs P_M⊗P_M "
+            f"p = {fmt(g_joint_mut['p_value'])}; correct rule: {col_fresh:.4f}",
+            failed=bool(not z_within(col_mut, 1 / 16, se16)),
+            statistic={
+                "collision_mutant": col_mut,
+                "z_mutant": z_mut,
+                "chi2_pair_mutant": g_joint_mut,
+                "collision_fresh_correct": col_fresh,
+            },
         ),
     )

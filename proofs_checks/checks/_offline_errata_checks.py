@@ -16,7 +16,13 @@ from pmark_theory import _offline as off
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import GOF_P, verdict, z_within
 from proofs_checks.checks._mc_common import DECISIVE_P, EXACT_TOL, fmt, law_gof, run_joint
-from proofs_checks.checks._offline_mc import bits_to_pattern, first_perfect_step, pattern_setup, pattern_step
+from proofs_checks.checks._offline_mc import (
+    bit1_stuck_offline_rule,
+    bits_to_pattern,
+    first_perfect_step,
+    pattern_setup,
+    pattern_step,
+)
 from simulations import pmark_source_step
 
 
@@ -60,7 +66,12 @@ def check_e7(key: jax.Array, budget: Budget) -> Outcome:
     # The break version on a skewed π: same law as the argmax (X2), expected draws as stated.
     g_seq = law_gof(np.bincount(seq, minlength=4), (pi_s * off.offline_factor(pi_s, big_n)).ravel())
     e_draws = off.offline_expected_samples(pi_s, big_n)
-    draws_ok = z_within(float(draws.mean()), e_draws, float(draws.std(ddof=1) / np.sqrt(n)))
+    draws_se = float(draws.std(ddof=1) / np.sqrt(n))
+    draws_ok = z_within(float(draws.mean()), e_draws, draws_se)
+    # Control: the expected-draws formula mutated by an off-by-one in the budget (N − 1 for N: a geometric count
+    # truncated one draw early), same draws and 5-SE test.
+    e_slip = off.offline_expected_samples(pi_s, big_n - 1)
+    slip_z = abs(float(draws.mean()) - e_slip) / draws_se
     paper_ok = bool(g_lit_pm["passed"])
     correction = bool(g_lit["passed"] and claims_ok and g_mc["passed"] and g_seq["passed"] and draws_ok)
     return Outcome(
@@ -90,10 +101,12 @@ def check_e7(key: jax.Array, budget: Budget) -> Outcome:
         "docs/claims.md's literal "
         "frequencies (a Monte Carlo estimate) within 0.01 of the exact law.",
         control=Control(
-            "the literal appendix algorithm claimed distortion-free (against P_M)",
-            f"χ² p = {fmt(g_lit_pm['p_value'])}",
-            failed=bool(g_lit_pm["p_value"] < DECISIVE_P),
-            statistic=g_lit_pm,
+            "the expected-draws formula mutated by an off-by-one in the budget ((1 − (1 − π(r))^(N−1))/π(r)), "
+            "same sequential draws and 5-SE test",
+            f"|Δ| = {slip_z:.1f} SE ({e_slip:.3f} vs measured {draws.mean():.3f}); the literal algorithm "
+            f"against P_M: χ² p = {fmt(g_lit_pm['p_value'])}",
+            failed=bool(slip_z > 5),
+            statistic={"expected_draws_N_minus_1": e_slip, "z": slip_z, "chi2_literal_vs_PM": g_lit_pm},
         ),
     )
 
@@ -119,11 +132,12 @@ def check_e8(key: jax.Array, budget: Budget) -> Outcome:
     setup = pattern_setup(k_univ, pi_u)
     # The Sig∧r rule with its key bits (simulations.pmark_source_step: the universe is a source), and the
     # shared match count (RULES["offline"], looked up now: call time).
-    sr, corrected = run_joint(
+    sr, corrected, stuck = run_joint(
         k_mc,
         [
             pmark_source_step(setup.universe, setup.pivots, big_n, "offline_sig_and_r"),
             pattern_step(setup, big_n, "offline"),
+            pattern_step(setup, big_n, bit1_stuck_offline_rule()),  # the control: a mutated match count
         ],
         n,
         budget.quick,
@@ -135,6 +149,7 @@ def check_e8(key: jax.Array, budget: Budget) -> Outcome:
     g_sr_pm = law_gof(cnt_sr, pi_u.ravel())
     acc_r0 = float(np.mean(sig[bits == 0] == 0))  # evidence the detector expects on r_j = 0 channels
     g_mc = law_gof(np.bincount(corrected, minlength=2**b), pi_u.ravel())
+    g_c = law_gof(np.bincount(stuck, minlength=2**b), pi_u.ravel())
     paper_ok = bool(tv_sr <= EXACT_TOL and g_sr_pm["passed"])
     correction = bool(
         abs(tv_sr - 0.43) < 0.005 and g_sr_law["passed"] and tv_mc_exact <= EXACT_TOL and g_mc["passed"]
@@ -158,9 +173,11 @@ def check_e8(key: jax.Array, budget: Budget) -> Outcome:
         tolerance=f"TV within 0.005 of docs/claims.md's 0.43 (two-digit rounding); exact TV 0 to {EXACT_TOL}; χ² p > {GOF_P} "
         "with Bonferroni per-cell z (exact binomial tails).",
         control=Control(
-            "the Sig∧r rule claimed distortion-free (MC counts against P_M)",
-            f"χ² p = {fmt(g_sr_pm['p_value'])}",
-            failed=bool(g_sr_pm["p_value"] < DECISIVE_P),
-            statistic=g_sr_pm,
+            "the match count mutated so that channel 1 ignores its key bit (r_1 = 1), same universe, N and χ² test "
+            "against P_M",
+            f"χ² p = {fmt(g_c['p_value'])}, max |z| = {g_c['max_abs_z']:.1f} (the Sig∧r counts against P_M: "
+            f"χ² p = {fmt(g_sr_pm['p_value'])})",
+            failed=bool(g_c["p_value"] < DECISIVE_P),
+            statistic=g_c,
         ),
     )

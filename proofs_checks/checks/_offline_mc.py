@@ -23,6 +23,7 @@ from simulations import FiniteUniverse, make_pattern_universe, pmark_step, sign_
 
 __all__ = [
     "PatternSetup",
+    "bit1_stuck_offline_rule",
     "bits_to_pattern",
     "first_perfect_step",
     "one_key_pair_step",
@@ -30,6 +31,17 @@ __all__ = [
     "pattern_setup",
     "pattern_step",
 ]
+
+
+def bit1_stuck_offline_rule() -> pmark_theory.SelectionRule:
+    """A negative control (C16, E8): the shared match count (``RULES["offline"]``, looked up now) MUTATED so that
+    channel 1 ignores its key bit (``r_1 = 1`` always) — a biased rule that the same test must catch."""
+    mask = pmark_theory.RULES["offline"].mask
+
+    def stuck(proxies: Any, bits: Any, tiebreak: Any = None) -> Any:
+        return mask(proxies, jnp.asarray(bits).at[0].set(1), tiebreak)
+
+    return pmark_theory.SelectionRule("offline_r1_stuck", stuck, False, "negative control")
 
 
 def pattern_bits(patterns: np.ndarray, b: int) -> np.ndarray:

@@ -22,7 +22,7 @@ from pmark_theory import NEGATIVE_CONTROL_RULES, PMarkValueError
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import rng_from_key, verdict
 
-__all__ = ["ceil_split_mask", "index_law", "is_uniform", "mean_law", "tiebreaks"]
+__all__ = ["bit1_stuck_mask", "ceil_split_mask", "index_law", "is_uniform", "mean_law", "tiebreaks"]
 
 
 # ---------------------------------------------------------------------------------------------------- helpers
@@ -31,6 +31,16 @@ def _mask_grid(mask_fn):
     """``(proxies[N, b], bits[B, b], tiebreaks[R, N]) -> masks[R, B, N]`` for one rule (jitted)."""
     over_bits = jax.vmap(mask_fn, in_axes=(None, 0, None))
     return jax.jit(jax.vmap(over_bits, in_axes=(None, None, 0)))
+
+
+def bit1_stuck_mask(mask_fn: Any) -> Any:
+    """A negative control (C10, E5, E6): ``mask_fn`` (the shared online rule's mask) MUTATED so that channel 1
+    ignores its key bit and always keeps the upper half (``r_1 = 1``) — a biased rule."""
+
+    def stuck(proxies: Any, bits: Any, tiebreak: Any) -> Any:
+        return mask_fn(proxies, jnp.asarray(bits).at[0].set(1), tiebreak)
+
+    return stuck
 
 
 def _all_bits(b: int) -> np.ndarray:
@@ -190,6 +200,9 @@ def check_e5(key: jax.Array, budget: Budget) -> Outcome:
     med = mean_law(*index_law(NEGATIVE_CONTROL_RULES["median_split"].mask, proxies, orders))
     paper_holds = all(v == Fraction(1, 8) for v in med)
     rank_ok = all(v == Fraction(1, 8) for v in rank)
+    # Control: the rank split mutated (channel 1 ignores its key bit), same enumeration and exact test.
+    stuck = mean_law(*index_law(bit1_stuck_mask(pmark_theory.RULES["online"].mask), proxies, orders))
+    stuck_uniform = all(v == Fraction(1, 8) for v in stuck)
     expected_med = [Fraction(1, 6)] * 3 + [Fraction(1, 10)] * 5
     return Outcome(
         verdict=verdict(paper_holds, rank_ok),
@@ -205,9 +218,12 @@ def check_e5(key: jax.Array, budget: Budget) -> Outcome:
         },
         tolerance="exact (rational arithmetic).",
         control=Control(
-            "the paper's 'F ≥ median' split (NEGATIVE_CONTROL_RULES['median_split'])",
-            "P ∈ {" + ", ".join(sorted({str(v) for v in med})) + "}",
-            failed=not paper_holds,
+            "the rank split mutated so that channel 1 ignores its key bit (always the upper half), same values, "
+            "orders and exact test",
+            "P ∈ {" + ", ".join(sorted({str(v) for v in stuck})) + "} instead of 1/8 (max |Δ| = "
+            f"{max(abs(v - Fraction(1, 8)) for v in stuck)})",
+            failed=not stuck_uniform,
+            statistic={"law": [str(v) for v in stuck]},
         ),
         plot_data={"values": _E5_VALUES, "median": [float(v) for v in med], "rank": [float(v) for v in rank]},
     )
@@ -238,6 +254,15 @@ def check_e6(key: jax.Array, budget: Budget) -> Outcome:
     )
     ok16 = is_uniform(num, den)
     paper_holds = all(v == Fraction(1, 12) for v in ceil)
+    # Control: the shared rule mutated (channel 1 ignores its key bit) at N = 16, b = 3, same exact test.
+    stuck = mean_law(
+        *index_law(
+            bit1_stuck_mask(rule.mask),
+            rng.standard_normal((16, 3)),
+            np.argsort(rng.random((64, 16)), axis=1) * 1.0,
+        )
+    )
+    stuck_values = sorted(set(stuck))
     values = sorted(set(ceil))
     return Outcome(
         verdict=verdict(paper_holds, clear and ok16 and values == [Fraction(1, 16), Fraction(1, 8)]),
@@ -248,8 +273,10 @@ def check_e6(key: jax.Array, budget: Budget) -> Outcome:
         statistic={"ceil_law": [str(v) for v in ceil], "error": error, "uniform_N16_b3": ok16},
         tolerance="exact (rational arithmetic); the error message must name N and 2**b.",
         control=Control(
-            "a ceil split (top ceil(n/2) kept as the upper half) at N = 12, b = 3",
-            f"P ∈ {{{', '.join(str(v) for v in values)}}} instead of 1/12",
-            failed=not paper_holds,
+            "the shared rule mutated so that channel 1 ignores its key bit, N = 16, b = 3, same exact test",
+            f"P ∈ {{{', '.join(str(v) for v in stuck_values)}}} instead of 1/16 (the paper's ceil split at N = 12: "
+            f"{{{', '.join(str(v) for v in values)}}} instead of 1/12)",
+            failed=stuck_values != [Fraction(1, 16)],
+            statistic={"law_values": [str(v) for v in stuck_values]},
         ),
     )

@@ -160,9 +160,12 @@ def check_c8(key: jax.Array, budget: Budget) -> Outcome:
     tv0 = semstamp_tv(q0, 2, "bruteforce")
     counter_ok = bool(np.max(np.abs(a0 - [1, 1, 4 / 3])) <= _EXACT_TOL and tv0 <= _EXACT_TOL)
     cases = _c8_cases(rng, budget.n(400, 80))
-    tv, corrected, paper, spread = [], [], [], []
+    tv, corrected, paper, spread, tv_slip = [], [], [], [], []
     for q, g in cases:
         tv.append(semstamp_tv(q, g, "bruteforce"))
+        # Control: A(u) mis-normalised by C(M − 1, g − 1) instead of C(M, g) (a factor M/g), same TV = 0 test.
+        a_slip = semstamp_factor(q, g, "bruteforce") * q.size / g
+        tv_slip.append(0.5 * float(np.sum(q * np.abs(a_slip - 1))))
         corrected.append(semstamp_distortion_free_condition(q, g))
         paper.append(bool(np.all(np.abs(q - 1 / q.size) <= _EXACT_TOL)))
         s = q[q > 0]
@@ -170,6 +173,7 @@ def check_c8(key: jax.Array, budget: Budget) -> Outcome:
     free = [t <= _EXACT_TOL for t in tv]
     agree = sum(c == f for c, f in zip(corrected, free))
     paper_agree = sum(c == f for c, f in zip(paper, free))
+    slip_agree = sum(c == (t <= _EXACT_TOL) for c, t in zip(corrected, tv_slip))
     return Outcome(
         verdict=verdict(paper_agree == len(cases) and tv0 > _EXACT_TOL, counter_ok and agree == len(cases)),
         measured=f"q = (½, ½, 0), g = 2: A = ({', '.join(f'{v:.6g}' for v in a0)}), TV = {tv0:.1e}; corrected "
@@ -185,9 +189,11 @@ def check_c8(key: jax.Array, budget: Budget) -> Outcome:
         },
         tolerance="TV = 0 means TV ≤ 1e-12 (float64 exact computation).",
         control=Control(
-            "the paper's condition 'q(u) = 1/M for all u'",
-            f"agrees on {paper_agree}/{len(cases)} cases (and fails on the counterexample)",
-            failed=paper_agree < len(cases),
+            "A(u) mis-normalised by C(M − 1, g − 1) instead of C(M, g) (a factor M/g), same cases and TV = 0 test",
+            f"the corrected condition agrees with it on {slip_agree}/{len(cases)} cases (min TV "
+            f"{min(tv_slip):.2f}); the paper's condition 'q(u) = 1/M for all u' agrees on {paper_agree}/{len(cases)}",
+            failed=slip_agree < len(cases),
+            statistic={"agree": slip_agree, "min_tv": min(tv_slip), "agree_paper": paper_agree},
         ),
         plot_data={"spread": spread, "tv": tv, "uniform": paper},
     )

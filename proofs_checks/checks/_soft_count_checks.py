@@ -245,27 +245,47 @@ def check_c19(key: jax.Array, budget: Budget) -> Outcome:
         )
         law_ok &= z_within(r, exact, binom_se(exact, m))
         law_rows.append({"mc": r, "exact": exact})
-    # Control: the refutation's criterion (FPR > α + 5 SE) applied to the calibrated exact test, T = 12.
-    p_cal = calibrated_pvalues(*null_texts(k_cal, source, m_cal, 12, fast))
+    # The calibrated exact test at T = 12 keeps its level (the correction, an extra statistic) — and the control:
+    # the same pipeline (same texts, real FPR, 'FPR ≤ α + 5 SE' criterion) on the calibrated p-value mutated to
+    # a ≡ 0 (the hard-count null law, null mean n/2 instead of Σ(1 + a_i)/2), which must be caught.
+    f_cal, bits_cal = null_texts(k_cal, source, m_cal, 12, fast)
+    p_cal = calibrated_pvalues(f_cal, bits_cal)
     fpr_cal = float(np.mean(p_cal <= alpha))
+    c_cal = soft(f_cal, bits_cal).sum(axis=1)
+    p_mut = np.array(
+        [det.calibrated_soft_pvalue(ci, np.zeros(12 * B), resolution=CAL_RESOLUTION) for ci in c_cal]
+    )
+    fpr_mut = float(np.mean(p_mut <= alpha))
+    se_cal = binom_se(alpha, m_cal)
+    z_mut = (fpr_mut - alpha) / se_cal
     refuted = bool(not paper_ok and grows and law_ok)
     return Outcome(
         verdict="confirmed" if paper_ok else ("refuted" if refuted else "corrected"),
         measured="real FPR of the nominal 1% soft z-test: "
         + ", ".join(f"T={t}: {r:.3f}" for t, r in zip(t_grid, fpr))
-        + f"; exact-law agreement (fixed texts): {law_ok}",
+        + f"; exact-law agreement (fixed texts): {law_ok}; calibrated exact test (T=12): {fpr_cal:.4f}",
         method=f"{m} unwatermarked texts (simulations.make_text_simulator, H0; b = {B}, isotropic d = {DIM}, offline "
         f"median 0, K = {SMOOTH:g}, δ = {DELTA}) with random keys, read at T ∈ {t_grid} (the first T sentences); "
-        f"for 3 fixed texts at T = 4, {m} keys against the exact FPR (paper_soft_fpr, enumeration); control: "
-        f"{m_cal} calibrated exact p-values at T = 12.",
-        statistic={"T": t_grid, "fpr": fpr, "fixed_text_law": law_rows, "fpr_calibrated_T12": fpr_cal},
+        f"for 3 fixed texts at T = 4, {m} keys against the exact FPR (paper_soft_fpr, enumeration); "
+        f"{m_cal} calibrated exact p-values at T = 12 (the correction), and the same p-values mutated to a ≡ 0 "
+        "(control).",
+        statistic={
+            "T": t_grid,
+            "fpr": fpr,
+            "fixed_text_law": law_rows,
+            "fpr_calibrated_T12": fpr_cal,
+            "fpr_calibrated_T12_a0": fpr_mut,
+        },
         tolerance=f"α-level means FPR ≤ α + 5 SE (α = {alpha}); exact-law agreement within 5 SE; growth: FPR(T=32) > "
         "FPR(T=1) by 5 SE.",
         control=Control(
-            "the same 'FPR > α + 5 SE' criterion applied to the calibrated exact soft test (T = 12)",
-            f"FPR = {fpr_cal:.4f} (α = {alpha})",
-            failed=bool(fpr_cal <= alpha + 5 * binom_se(alpha, m_cal)),
-            statistic={"fpr": fpr_cal, "n": m_cal},
+            "the calibrated exact soft p-value mutated to a ≡ 0 (the hard-count null law: null mean n/2 instead of "
+            f"Σ(1 + a_i)/2), same {m_cal} unwatermarked texts at T = 12 and the same 'FPR ≤ α + 5 SE' level "
+            "criterion: must be caught exceeding α (while the unmutated calibrated test passes it)",
+            f"FPR = {fpr_mut:.4f} vs α = {alpha}: {z_mut:.1f} SE (tolerance 5 SE); unmutated calibrated test "
+            f"{fpr_cal:.4f}",
+            failed=bool(fpr_mut > alpha + 5 * se_cal and fpr_cal <= alpha + 5 * se_cal),
+            statistic={"fpr": fpr_mut, "z": z_mut, "n": m_cal, "fpr_calibrated": fpr_cal},
         ),
         plot_data={
             "T": t_grid,

@@ -158,7 +158,7 @@ def test_generate_refuses_to_overwrite_output_before_loading_models(tmp_path, ca
 
 
 def test_n_not_divisible_by_2_pow_b_is_a_user_error(capsys, fakes, keyfile):
-    assert cli.main(["generate", "--key", keyfile[0], "--n", "12", "P."]) == 2
+    assert cli.main(["generate", "--key", keyfile[0], "--mode", "online", "--n", "12", "P."]) == 2
     _one_error_line(capsys.readouterr().err, "divisible by 2**b = 16", "N = 12")
     assert fakes["encoder"] == [] and fakes["sampler"] == []
     assert (

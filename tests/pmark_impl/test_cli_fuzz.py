@@ -310,7 +310,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("n-1e30", detect_args("--n", str(10**30)), 2, "--n must be <= 65536"),
     ("n-word", detect_args("--n", "ten"), 2, "got 'ten'"),
     ("n-float", detect_args("--n", "16.0"), 2, "got '16.0'"),
-    ("n-not-divisible", generate_args("--n", "12"), 2, "divisible by 2**b = 16"),
+    ("n-not-divisible", generate_args("--mode", "online", "--n", "12"), 2, "divisible by 2**b = 16"),
     ("seed-negative", detect_args("--seed", "-1"), 2, "--seed must be >= 0"),
     ("seed-2-pow-63", detect_args("--seed", str(2**63)), 2, "--seed must be <= 9223372036854775807"),
     ("seed-5000-digits", detect_args("--seed", "7" * 5000), 2, "(5000 characters)"),
@@ -337,7 +337,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "encoder path ./no/such/encoder",
     ),
     ("model-missing-gguf", generate_args("--model", "/no/such/model.gguf"), 2, "model.gguf does not exist"),
-    ("unknown-option", detect_args("--device", "cuda"), 2, "unrecognized arguments: --device"),
+    ("unknown-option", detect_args("--gpu", "0"), 2, "unrecognized arguments: --gpu"),
     ("keygen-dim-zero", keygen_args("--encoder", "e", "--dim", "0"), 2, "--dim must be >= 1"),
     ("keygen-dim-1e12", keygen_args("--encoder", "e", "--dim", str(10**12)), 2, "--dim must be <= 65536"),
     (

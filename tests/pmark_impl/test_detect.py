@@ -18,6 +18,7 @@ from pmark_impl._detect import (
     VERDICT_NOT_ENOUGH,
     VERDICT_WATERMARKED,
     detect,
+    detect_many,
 )
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._watermark import context_for, generate
@@ -273,3 +274,66 @@ def test_bad_arguments_raise(enc64, kwargs, match):
 def test_encoder_of_another_dimension_is_rejected(enc64):
     with pytest.raises(PMarkValueError, match="encoder dimension 64 differs from the key's dimension 384"):
         detect(_key(41, 384), SENTENCES[0], enc64)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The soft p-value on demand, and the batch API.
+# --------------------------------------------------------------------------------------------------------------
+def test_soft_pvalue_is_computed_only_when_asked(enc64):
+    key, text = _key(50, 64), _human_text(np.random.default_rng(50), 12)
+    hard = detect(key, text, enc64)
+    assert hard.statistics["soft"]["p_value"] is None and "not computed" in hard.statistics["soft"]["note"]
+    assert set(json.loads(hard.to_json())["statistics"]["soft"]) == {"p_value", "calibrated"}  # same schema
+    soft = detect(key, text, enc64, test="soft")
+    asked = detect(key, text, enc64, soft_resolution=2**14)
+    assert 0 < soft.statistics["soft"]["p_value"] <= 1 and soft.p_value == soft.statistics["soft"]["p_value"]
+    assert asked.statistics["soft"]["p_value"] == soft.statistics["soft"]["p_value"]
+    assert (
+        hard.statistics["hard"] == soft.statistics["hard"]
+        and hard.p_value == soft.statistics["hard"]["p_value"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("mode", "kwargs"),
+    [
+        ("offline", {}),
+        ("offline", {"test": "soft", "soft_resolution": 256}),
+        ("online", {"sampler": FakeSampler(SENTENCES), "n_candidates": 16, "prompt": "Begin."}),
+        ("semstamp", {}),
+    ],
+)
+def test_detect_many_equals_detect_per_text(enc64, mode, kwargs):
+    # Watermarked texts, human texts of several lengths, a 1-sentence text and an empty one, in one call.
+    rng = np.random.default_rng(51)
+    key = _key(51, 64)
+    gen = generate(
+        key, FakeSampler(SENTENCES), enc64, "Begin.", mode="offline", n_candidates=16, max_sentences=6
+    )
+    texts = [gen.text, *(_human_text(rng, t) for t in (12, 3, 1, 0)), " ".join(_human_text(rng, 5))]
+    many = detect_many(key, texts, enc64, mode=mode, **kwargs)
+    assert len(many) == len(texts)
+    for text, res in zip(texts, many, strict=True):
+        one = detect(key, text, enc64, mode=mode, **kwargs)
+        assert res.to_dict(evidence=True) == one.to_dict(evidence=True)  # bit for bit, evidence included
+    if mode == "offline":
+        assert many[0].watermarked
+    assert detect_many(key, [], enc64) == []
+
+
+def test_detect_many_encodes_once(enc64):
+    calls = []
+
+    class Counting:
+        dim = enc64.dim
+
+        def encode(self, texts):
+            calls.append(len(texts))
+            return enc64.encode(texts)
+
+    rng = np.random.default_rng(52)
+    texts = [_human_text(rng, 12) for _ in range(40)]
+    detect_many(_key(52, 64), texts, Counting())
+    assert calls == [480]
+    with pytest.raises(PMarkValueError, match="sequence of texts"):
+        detect_many(_key(52, 64), "One sentence. Two.", enc64)

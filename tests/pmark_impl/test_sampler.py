@@ -21,6 +21,7 @@ from hypothesis.extra import numpy as hnp
 from scipy import stats
 
 from pmark_impl._sampler import (
+    CAP_MARK,
     OUTCOMES,
     Candidate,
     LMSentenceSampler,
@@ -181,6 +182,8 @@ def test_enumeration_matches_bruteforce(tiny_lm):
             else:
                 end = logp_next[seq][eos]  # <eos> next
             text = " ".join(tok.decode(list(seq), skip_special_tokens=True).split())
+            if length == CAP and seq[-1] not in marks:
+                text += "."  # a capped row is closed with a terminal mark (CAP_MARK)
             law[text] = law.get(text, 0.0) + math.exp(lp + end)
     texts, probs = enumerate_sentences(model, tok, CONTEXT, SamplingConfig.true_law(CAP))
     assert texts == sorted(law)
@@ -242,12 +245,12 @@ def test_every_candidate_is_one_sentence(tiny_lm):
         if c.outcome == "eos" and c.text == "":
             continue
         assert split_sentences(c.text) == [c.text]
-        if c.outcome == "sentence":
-            assert c.text[-1] in ".!?"
-        else:
+        if c.outcome == "eos":
             assert c.text[-1] not in ".!?"
+        else:  # a sentence ends with its mark; a capped row is closed with CAP_MARK
+            assert c.text[-1] in ".!?"
         if c.outcome == "cap":
-            assert c.n_tokens == cfg.max_sentence_tokens
+            assert c.n_tokens == cfg.max_sentence_tokens and c.text.endswith(CAP_MARK)
 
 
 def test_cap_of_one_token(tiny_lm):

@@ -79,7 +79,14 @@ def test_the_secret_never_leaves_the_key_file(tmp_path, capsys, caplog, fakes):
     rc, texts["generate"] = _run([*argv, "--out", str(out_text), "Begin."], capsys)
     assert rc == 0
     texts["generate-file"] = out_text.read_text()
-    for extra in ([], ["--evidence"], ["--mode", "online", "--n", "8"], ["--mode", "semstamp"]):
+    texts["provenance-file"] = (tmp_path / "wm.txt.pmark.json").read_text()
+    extras = (
+        [],
+        ["--evidence"],
+        ["--no-provenance", "--mode", "online", "--n", "8"],
+        ["--no-provenance", "--mode", "semstamp"],
+    )
+    for extra in extras:
         rc, texts[f"detect {extra}"] = _run(["detect", "--key", str(keyfile), *extra, str(out_text)], capsys)
         assert rc == 0, texts[f"detect {extra}"]
     assert _first_json(texts["detect []"])["output_level"] == "total"

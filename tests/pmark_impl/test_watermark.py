@@ -264,12 +264,56 @@ def test_generation_stops_at_eos_and_at_an_empty_candidate(world):
 
 def test_misaligned_text_is_reported(world):
     _, encoder = world
-    # A capped candidate without a terminal mark merges with the next sentence when the text is re-split.
-    sampler = ScriptedSampler(["no end here", "Then a sentence."] * 8, ["cap", "sentence"] * 8)
+    # A sampler that breaks the one-sentence contract (a capped text left without a terminal mark; the real
+    # sampler closes it with CAP_MARK) merges with the next sentence when the text is re-split: reported.
+    sampler = ScriptedSampler(
+        ["no end here"] * 16 + ["Then a sentence."] * 16, ["cap"] * 16 + ["sentence"] * 16
+    )
     res = generate(_key(9, dim=16, channels=4), sampler, encoder, "", mode="online", max_sentences=2)
-    if res.steps[0].outcome == "cap":
-        assert res.aligned is False
+    assert [s.outcome for s in res.steps] == ["cap", "sentence"]
+    assert res.aligned is False and split_sentences(res.text) == ["no end here Then a sentence."]
     assert isinstance(res, GenerationResult)
+
+
+@pytest.fixture(scope="module")
+def never_ending_lm():
+    """The tiny LM without ``<eos>`` and with rare marks: most candidates are cut at a cap of 3 tokens."""
+    from pmark_impl._tiny import make_tiny_lm
+
+    return make_tiny_lm(seed=2, end_bias=-1.5, eos_bias=-np.inf)
+
+
+def _capped_generation(lm, seed: int, mode: str):
+    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+
+    sampler = LMSentenceSampler(*lm, SamplingConfig.true_law(3))
+    key = _key(seed % 5, dim=16, channels=2)
+    return generate(
+        key, sampler, FakeEncoder(16), "the cat", mode=mode, n_candidates=4, max_sentences=6, seed=seed
+    )
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_capped_candidates_keep_the_text_aligned(never_ending_lm, mode):
+    # Property over seeds, on the real sampler with a tiny cap: every generated text re-splits into exactly the
+    # generated sentences (split_sentences(text) == sentences), so detection scores position t against r_t.
+    capped = 0
+    for seed in range(12):
+        res = _capped_generation(never_ending_lm, seed, mode)
+        assert split_sentences(res.text) == list(res.sentences) and res.aligned is True, res.sentences
+        assert len(res.sentences) == 6
+        capped += sum(s.outcome == "cap" for s in res.steps)
+        assert all(s.text.endswith(".") for s in res.steps if s.outcome == "cap")
+    assert capped >= 12  # the property is exercised: many sentences were cut at the cap
+
+
+def test_capped_candidates_without_the_mark_would_misalign(never_ending_lm, monkeypatch):
+    # Mutation guard: with close_capped replaced by the identity (the old behaviour) the same runs misalign.
+    import pmark_impl._sampler as sampler_module
+
+    monkeypatch.setattr(sampler_module, "close_capped", lambda text: text)
+    runs = [_capped_generation(never_ending_lm, seed, "offline") for seed in range(4)]
+    assert any(r.aligned is False for r in runs)
 
 
 def test_fewer_channels_than_the_key(world):

@@ -72,3 +72,20 @@ def test_report_renders_every_referenced_figure(quick_run):
     # Every check's section names its mutation guards, and the report ends with their table.
     assert report.count("**Mutation(s).**") == len(refs_ids := re.findall(r"^## (\S+) — ", report, re.M))
     assert "## Mutation guards" in report and "| Check | mutation | effect |" in report, refs_ids
+
+
+def test_report_table_says_what_each_control_mutated_and_by_how_much(quick_run):
+    """The table's negative-control column renders, for every check, the control's description (what was
+    mutated) and its measured line (the statistic by which it missed), not only "failed"."""
+    _, out = quick_run
+    report = (out / "report.md").read_text(encoding="utf-8")
+    table = report.split('\n<a id="', 1)[0]  # the summary table comes before the first per-check section
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| \[(\S+?)\]\(#\S+?\) \|.*$", table, re.M)}
+    for r in json.loads((out / "results.json").read_text(encoding="utf-8"))["results"]:
+        nc, row = r["negative_control"], rows[r["id"]]
+        for text in (nc["description"], nc["measured"]):
+            assert text.replace("|", "\\|").replace("\n", " ") in row, (r["id"], text)
+        assert "failed ✓" in row, r["id"]
+        assert re.search(r"\d", nc["measured"]), (
+            f"{r['id']}: the control's measured line carries no statistic"
+        )

@@ -1,0 +1,83 @@
+"""File and text helpers of the ``pmark`` command line: prompts, inputs and outputs, one-line errors.
+
+User files are read through :mod:`pmark_theory._files` (bounded, regular files only, strict UTF-8) and outputs
+written atomically; a user error raises :class:`CLIError`, which :func:`pmark_impl.cli.main` prints as one line
+with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = [
+    "PROMPT_LIMIT_BYTES",
+    "CLIError",
+    "check_can_write",
+    "check_text_arg",
+    "prompt_text",
+    "read_text",
+    "write_text",
+]
+
+#: Largest prompt file read (1 MiB).
+PROMPT_LIMIT_BYTES = 1 << 20
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+def read_text(path: str, what: str = "input file", limit: int | None = None) -> str:
+    """Read ``path`` (``-``: stdin) as strict UTF-8 text, at most ``limit`` bytes, regular files only."""
+    from pmark_theory._files import TEXT_LIMIT_BYTES, read_text_file
+
+    return read_text_file(path, limit=TEXT_LIMIT_BYTES if limit is None else limit, what=what)
+
+
+def check_text_arg(name: str, value: str) -> str:
+    """A text given on the command line must be valid Unicode (argv bytes that are not UTF-8 are refused)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise CLIError(
+            f"{name} is not valid UTF-8 text (invalid character at position {exc.start})"
+        ) from None
+    if "\x00" in value:
+        raise CLIError(f"{name} contains a NUL character")
+    return value
+
+
+def prompt_text(args: argparse.Namespace, inline: str | None, flag: str) -> str:
+    """The prompt, from ``inline`` (``PROMPT`` / ``--prompt``) or from ``--prompt-file`` (not both)."""
+    if args.prompt_file is not None:
+        if inline:
+            raise CLIError(f"give the prompt either as {flag} or with --prompt-file, not both")
+        return read_text(args.prompt_file, "prompt file", PROMPT_LIMIT_BYTES).rstrip("\n")
+    if inline is None:
+        raise CLIError(f"the prompt is missing: give it as {flag} or with --prompt-file FILE")
+    return check_text_arg(flag, inline)
+
+
+def check_can_write(path: str | None, force: bool, what: str = "output file") -> None:
+    """Refuse early (before loading models) an output that exists without ``force`` or is not a regular file."""
+    from pmark_theory._files import check_output_target
+
+    if path is None:
+        return
+    try:
+        check_output_target(path, force, what=what)
+    except FileExistsError:
+        raise CLIError(f"{what} {path} already exists (use --force to overwrite)") from None
+
+
+def write_text(path: str, text: str, force: bool) -> None:
+    """Write ``text`` atomically (temporary file + rename); never replaces an existing file without ``force``."""
+    from pmark_theory._files import write_atomic
+
+    try:
+        write_atomic(path, text.encode("utf-8"), force=force, what="output file")
+    except FileExistsError:
+        raise CLIError(f"output file {path} already exists (use --force to overwrite)") from None
+    except OSError as exc:
+        raise CLIError(f"cannot write output file {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,188 @@
+"""Command-line glue of provenance and devices: ``pmark generate`` writes the record, ``pmark detect`` follows it.
+
+Kept out of :mod:`pmark_impl.cli` so that its handlers stay thin. ``generate``: the record goes to
+``--provenance FILE`` or, with ``--out TEXT``, to ``TEXT.pmark.json`` (both checked before any model is loaded,
+never overwritten without ``--force``). ``detect``: ``--provenance FILE``, else ``FILE.pmark.json`` beside the
+text when it exists (``--no-provenance`` ignores it); its mode, channels, prompt, ``N``, encoder, model, sampler
+and SemStamp settings are used, and a flag that says otherwise is an error (:func:`resolve_detection`). Without
+a record, detection uses the flags or their defaults (offline, ``N = 16``, empty prompt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pmark_impl._provenance import Provenance, ProvenanceError, load_provenance, provenance_path
+from pmark_theory._validate import PMarkValueError
+
+__all__ = [
+    "DETECT_DEFAULTS",
+    "detection_settings",
+    "device_kwargs",
+    "generation_provenance_path",
+    "provenance_for_detection",
+    "resolve_detection",
+]
+
+#: What ``pmark detect`` uses for a setting that neither a flag nor a provenance record gives.
+DETECT_DEFAULTS: dict[str, Any] = {
+    "mode": "offline",
+    "channels": None,
+    "n_candidates": 16,
+    "prompt": "",
+    "encoder": None,
+    "model": None,
+    "temperature": None,
+    "top_p": None,
+}
+#: The ``SamplingConfig`` default cap; only another recorded cap is passed to the sampler loader.
+_DEFAULT_CAP = 48
+
+
+def device_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"device": D}`` for ``--device D`` after checking that this machine has it (``{}`` without the flag).
+
+    Raises:
+      PMarkValueError: the device is unknown or not available here (one line naming it).
+    """
+    device = getattr(args, "device", None)
+    if device is None:
+        return {}
+    from pmark_impl._models import check_device
+
+    return {"device": check_device(device)}
+
+
+def generation_provenance_path(args: argparse.Namespace) -> str | None:
+    """Where ``pmark generate`` writes the record: ``--provenance``, else ``--out`` + ``.pmark.json``, else none."""
+    if args.provenance is not None:
+        return str(args.provenance)
+    return provenance_path(args.out) if args.out is not None else None
+
+
+def provenance_for_detection(args: argparse.Namespace) -> tuple[Provenance | None, str | None]:
+    """The record ``pmark detect`` follows and its path (``(None, None)`` when there is none).
+
+    ``--provenance FILE`` must exist; ``FILE.pmark.json`` beside the text is read when present (a dangling
+    link or a directory there is an error, not silently ignored); ``--no-provenance`` skips both.
+    """
+    if getattr(args, "no_provenance", False):
+        if args.provenance is not None:
+            raise ProvenanceError("give either --provenance FILE or --no-provenance, not both")
+        return None, None
+    path = args.provenance
+    if path is None and args.file != "-":
+        beside = provenance_path(args.file)
+        path = beside if os.path.lexists(beside) else None
+    if path is None:
+        return None, None
+    return load_provenance(path), str(path)
+
+
+def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str | None) -> dict[str, Any]:
+    """The settings of ``pmark detect``: the provenance record's, checked against the flags, else the flags'.
+
+    Args:
+      args: the parsed ``detect`` arguments (``mode``, ``channels``, ``n``, ``encoder``, ``model``,
+        ``temperature``, ``top_p``, ``provenance``, ``no_provenance``, ``file``).
+      key: the detection key.
+      explicit_prompt: the prompt given with ``--prompt`` / ``--prompt-file`` (``None``: not given).
+
+    Returns:
+      ``mode``, ``channels``, ``n_candidates``, ``prompt``, ``encoder``, ``model``, ``temperature``,
+      ``top_p``, ``sampler_kwargs`` (extra loader arguments) and ``detect_kwargs`` (SemStamp settings), plus
+      ``provenance`` (the path followed, or ``None``).
+
+    Raises:
+      ProvenanceError: an unreadable or malformed record, one for another key, or a flag contradicting it.
+    """
+    explicit = {
+        "mode": ("--mode", args.mode),
+        "channels": ("--channels", args.channels),
+        "n_candidates": ("--n", args.n),
+        "prompt": ("--prompt" if args.prompt_file is None else "--prompt-file", explicit_prompt),
+        "encoder": ("--encoder", args.encoder),
+        "model": ("--model", args.model),
+        "temperature": ("--temperature", args.temperature),
+        "top_p": ("--top-p", args.top_p),
+    }
+    prov, path = provenance_for_detection(args)
+    if prov is None:
+        out = {
+            name: (flag_value if flag_value is not None else DETECT_DEFAULTS[name])
+            for name, (_, flag_value) in explicit.items()
+        }
+        out.update(sampler_kwargs={}, detect_kwargs={}, provenance=None)
+        return out
+    resolved = resolve_detection(prov, key, path or "", explicit)
+    out = {name: resolved[name] for name in DETECT_DEFAULTS}
+    out["model"] = _loader_model_name(resolved["model"])
+    if explicit["encoder"][1] is None and out["encoder"] == key.encoder:
+        out["encoder"] = None  # the key's own encoder: load it as usual
+    cap = prov.sampling.get("max_sentence_tokens")
+    out["sampler_kwargs"] = {"max_sentence_tokens": cap} if cap not in (None, _DEFAULT_CAP) else {}
+    out["detect_kwargs"] = {k: v for k, v in resolved.items() if k in ("lsh_dim", "n_clusters", "gamma")}
+    out["provenance"] = path
+    return out
+
+
+def _loader_model_name(model: str | None) -> str | None:
+    """A recorded default-LM label means "the offline default" (``None`` for the loader)."""
+    from pmark_impl._models import DEFAULT_LM_ALIASES
+
+    return None if model is None or model in DEFAULT_LM_ALIASES else model
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def resolve_detection(
+    prov: Provenance, key: Any, path: str, explicit: Mapping[str, tuple[str, Any]]
+) -> dict[str, Any]:
+    """The detection settings of a text with provenance ``prov``; an explicit flag may only repeat them.
+
+    Args:
+      prov: the record.
+      key: the detection key (its ``fingerprint`` must be the record's).
+      path: the record's file, for messages.
+      explicit: ``setting -> (flag, value)`` of the flags the user gave (``None`` values are ignored), with
+        settings among ``mode``, ``channels``, ``n_candidates``, ``prompt``, ``encoder``, ``model``,
+        ``temperature``, ``top_p``.
+
+    Returns:
+      ``{"mode", "channels", "n_candidates", "prompt", "encoder", "model", "temperature", "top_p"}`` from the
+      record (sampler settings ``None`` when the record has none) plus the SemStamp settings of
+      :meth:`Provenance.detect_kwargs`.
+
+    Raises:
+      ProvenanceError: the record was written for another key, or a flag contradicts it.
+    """
+    prov.check_key(key, path)
+    out = prov.detect_kwargs()
+    out.update(
+        encoder=prov.encoder,
+        model=prov.model,
+        temperature=prov.sampling.get("temperature"),
+        top_p=prov.sampling.get("top_p"),
+    )
+    for setting, (flag, value) in explicit.items():
+        if value is None:
+            continue
+        if setting not in out:
+            raise PMarkValueError(f"unknown detection setting {setting!r}")
+        recorded = out[setting]
+        same = (
+            value == recorded if not isinstance(value, float) else math.isclose(value, recorded or math.nan)
+        )
+        if not same:
+            raise ProvenanceError(
+                f"{flag} {_short(value)} contradicts provenance file {path}, which records {setting} = "
+                f"{_short(recorded)}; drop {flag} to follow the provenance (--no-provenance ignores it)"
+            )
+    return out

@@ -1,0 +1,241 @@
+"""The provenance file's schema: strict JSON parsing and field-by-field checks (no record classes here).
+
+:func:`parse_provenance` turns the bytes of a provenance file into the validated fields of
+:class:`pmark_impl._provenance.Provenance`; every refusal is one :class:`ProvenanceError` line naming the file
+and the field. Strict UTF-8, no ``NaN``/``Infinity``, no integer of more than 4300 digits, nesting only where
+the schema has it (deeper JSON is a type error of the field, absurd depth a "nested too deeply" error),
+exactly the documented fields (unknown or missing ones are errors), every number range-checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pmark_impl._types import MODES
+from pmark_theory._files import decode_text
+from pmark_theory._validate import PMarkValueError, check_n_candidates
+
+__all__ = [
+    "FIELDS",
+    "MODE_SETTINGS",
+    "PROVENANCE_FORMAT",
+    "PROVENANCE_LIMIT_BYTES",
+    "PROVENANCE_VERSION",
+    "ProvenanceError",
+    "parse_provenance",
+]
+
+PROVENANCE_FORMAT = "pmark-provenance"
+PROVENANCE_VERSION = 1
+#: Largest provenance file read (32 MiB: a 16 MiB text, its prompt and the per-sentence records).
+PROVENANCE_LIMIT_BYTES = 32 << 20
+#: The document's fields, in the order they are written.
+FIELDS = tuple(
+    "format version toolkit_version mode n_candidates channels seed prompt key_fingerprint encoder model "
+    "sampling settings aligned steps note".split()
+)
+#: The settings each mode records (exactly these keys).
+MODE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "online": (),
+    "offline": ("offline_batch",),
+    "semstamp": ("lsh_dim", "gamma", "max_trials"),
+    "ksemstamp": ("n_clusters", "gamma", "max_trials"),
+}
+_OUTCOMES = ("sentence", "eos", "cap")
+_SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
+_STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
+_MAX_SEED = 2**63 - 1
+_MAX_NAME = 4096
+_MAX_STEPS = 1_000_000
+
+
+class ProvenanceError(PMarkValueError):
+    """A provenance file cannot be used (missing, corrupt, wrong schema, another key) or contradicts a flag."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a valid JSON number")
+
+
+def _parse(raw: bytes, path: str) -> dict[str, Any]:
+    text = decode_text(raw, path, what="provenance file", error=ProvenanceError)
+    if not text.strip():
+        raise ProvenanceError(f"provenance file {path} is empty")
+    try:
+        doc = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ProvenanceError(
+            f"provenance file {path} is corrupt (invalid JSON at line {exc.lineno}, column {exc.colno}: "
+            f"{exc.msg})"
+        ) from None
+    except RecursionError:
+        raise ProvenanceError(f"provenance file {path} is corrupt (JSON nested too deeply)") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4300 digits
+        raise ProvenanceError(f"provenance file {path} is corrupt ({str(exc).split(':')[0]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != PROVENANCE_FORMAT:
+        raise ProvenanceError(
+            f'{path} is not a PMark provenance file (expected "format": "{PROVENANCE_FORMAT}")'
+        )
+    version = doc.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version != PROVENANCE_VERSION:
+        shown = repr(version) if len(repr(version)) <= 40 else f"{repr(version)[:37]}..."
+        raise ProvenanceError(
+            f"provenance file {path} has unsupported version {shown} (this pmark reads version "
+            f"{PROVENANCE_VERSION})"
+        )
+    return doc
+
+
+class _Fields:
+    """Typed access to one JSON object of the record, with messages naming the file and the field."""
+
+    def __init__(self, doc: Any, names: tuple[str, ...], where: str) -> None:
+        if not isinstance(doc, dict):
+            raise ProvenanceError(f"{where} must be a JSON object, got {type(doc).__name__}")
+        unknown = sorted(str(k)[:40] for k in doc if k not in names)
+        if unknown:
+            raise ProvenanceError(f"{where} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+        missing = [n for n in names if n not in doc]
+        if missing:
+            raise ProvenanceError(f"{where} is missing the field(s) {', '.join(map(repr, missing))}")
+        self.doc, self.where = doc, where
+
+    def _bad(self, name: str, rule: str) -> ProvenanceError:
+        value = repr(self.doc[name])
+        shown = value if len(value) <= 40 else f"{value[:37]}..."
+        return ProvenanceError(f"{self.where}: field {name!r} must be {rule}, got {shown}")
+
+    def integer(self, name: str, lo: int, hi: int) -> int:
+        v = self.doc[name]
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise self._bad(name, f"an integer in {lo}..{hi}")
+        return v
+
+    def number(self, name: str, lo: float, hi: float, *, open_lo: bool = False) -> float:
+        v = self.doc[name]
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or not (lo < v if open_lo else lo <= v) or v > hi:
+            raise self._bad(name, f"a number in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+        return float(v)
+
+    def string(
+        self, name: str, *, max_len: int = _MAX_NAME, printable: bool = True, empty: bool = False
+    ) -> str:
+        v = self.doc[name]
+        if (
+            not isinstance(v, str)
+            or len(v) > max_len
+            or (not empty and not v)
+            or (printable and not v.isprintable())
+        ):
+            raise self._bad(
+                name, f"a {'printable ' if printable else ''}string of at most {max_len} characters"
+            )
+        return v
+
+    def choice(self, name: str, options: tuple[str, ...]) -> str:
+        v = self.doc[name]
+        if v not in options or not isinstance(v, str):
+            raise self._bad(name, f"one of {', '.join(options)}")
+        return v
+
+
+def _sampling(doc: Any, where: str) -> dict[str, Any]:
+    names = tuple(n for n in _SAMPLING if isinstance(doc, dict) and n in doc)
+    f = _Fields(doc, names, where)
+    out: dict[str, Any] = {}
+    if "temperature" in names:
+        out["temperature"] = f.number("temperature", 0.0, 1e6, open_lo=True)
+    if "top_p" in names:
+        out["top_p"] = f.number("top_p", 0.0, 1.0, open_lo=True)
+    if "top_k" in names:
+        out["top_k"] = f.integer("top_k", 0, 1 << 31)
+    if "max_sentence_tokens" in names:
+        out["max_sentence_tokens"] = f.integer("max_sentence_tokens", 1, 1 << 31)
+    return out
+
+
+def _settings(doc: Any, mode: str, where: str) -> dict[str, Any]:
+    f = _Fields(doc, MODE_SETTINGS[mode], f"{where} (mode {mode})")
+    out: dict[str, Any] = {}
+    for name in MODE_SETTINGS[mode]:
+        if name == "gamma":
+            out[name] = f.number(name, 0.0, 1.0, open_lo=True)
+        else:
+            out[name] = f.integer(name, 2 if name == "n_clusters" else 1, 1 << 16)
+    return out
+
+
+def _steps(doc: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(doc, list) or len(doc) > _MAX_STEPS:
+        raise ProvenanceError(f"{where}: field 'steps' must be a list of at most {_MAX_STEPS} objects")
+    steps = []
+    for t, item in enumerate(doc):
+        f = _Fields(item, _STEP_FIELDS, f"{where}: steps[{t}]")
+        if f.integer("position", 0, _MAX_STEPS) != t:
+            raise f._bad("position", f"{t} (positions in order from 0)")
+        fallback = item["fallback"]
+        if not isinstance(fallback, bool):
+            raise f._bad("fallback", "true or false")
+        steps.append(
+            {
+                "position": t,
+                "text": f.string("text", max_len=PROVENANCE_LIMIT_BYTES, printable=False, empty=True),
+                "n_candidates_sampled": f.integer("n_candidates_sampled", 0, 1 << 40),
+                "tokens": f.integer("tokens", 0, 1 << 31),
+                "outcome": f.choice("outcome", _OUTCOMES),
+                "trials": f.integer("trials", 1, 1 << 16),
+                "fallback": fallback,
+            }
+        )
+    return steps
+
+
+def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
+    """The validated fields of a provenance document (``steps`` as a list of dicts; no ``format``, ``note``).
+
+    Args:
+      raw: the file's bytes (read with a bound by the caller).
+      name: the file's name, for messages.
+
+    Returns:
+      ``mode``, ``n_candidates``, ``channels``, ``seed``, ``prompt``, ``key_fingerprint``, ``encoder``,
+      ``model``, ``sampling``, ``settings``, ``aligned``, ``steps``, ``toolkit_version``.
+
+    Raises:
+      ProvenanceError: see the module docstring (e.g. online ``N % 2**b != 0``).
+    """
+    where = f"provenance file {name}"
+    f = _Fields(_parse(raw, name), FIELDS, where)
+    mode = f.choice("mode", MODES)
+    n = f.integer("n_candidates", 1, 1 << 16)
+    channels = f.integer("channels", 1, 64)
+    if mode == "online":
+        try:
+            check_n_candidates(n, channels)
+        except PMarkValueError as exc:
+            raise ProvenanceError(f"{where} is invalid: {exc}") from None
+    fingerprint = f.string("key_fingerprint", max_len=16)
+    if len(fingerprint) != 16 or not set(fingerprint) <= set("0123456789abcdef"):
+        raise f._bad("key_fingerprint", "16 lowercase hexadecimal digits")
+    aligned = f.doc["aligned"]
+    if aligned is not None and not isinstance(aligned, bool):
+        raise f._bad("aligned", "true, false or null")
+    f.string("note", printable=False, empty=True)
+    return {
+        "mode": mode,
+        "n_candidates": n,
+        "channels": channels,
+        "seed": f.integer("seed", 0, _MAX_SEED),
+        "prompt": f.string("prompt", max_len=PROVENANCE_LIMIT_BYTES, printable=False, empty=True),
+        "key_fingerprint": fingerprint,
+        "encoder": f.string("encoder"),
+        "model": None if f.doc["model"] is None else f.string("model"),
+        "sampling": _sampling(f.doc["sampling"], f"{where}: field 'sampling'"),
+        "settings": _settings(f.doc["settings"], mode, f"{where}: field 'settings'"),
+        "aligned": aligned,
+        "steps": _steps(f.doc["steps"], where),
+        "toolkit_version": f.string("toolkit_version", max_len=100),
+    }
