@@ -35,10 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-import json
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jax
@@ -46,6 +43,23 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
+from pmark_impl._detect_result import (
+    DETECT_MODES,
+    EVIDENCE_WARNING,
+    TOTAL_STATISTICS,
+    VERDICT_NO_WATERMARK,
+    VERDICT_NOT_ENOUGH,
+    VERDICT_WATERMARKED,
+    ChannelEvidence,
+    DetectionResult,
+    SentenceEvidence,
+)
+from pmark_impl._detect_result import (
+    pmark_evidence as _pmark_evidence,
+)
+from pmark_impl._detect_result import (
+    verdict as _verdict,
+)
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
@@ -54,7 +68,6 @@ from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
 from pmark_theory._hd import hd_median
-from pmark_theory._key_recovery import DEFAULT_OUTPUT_LEVEL
 from pmark_theory._validate import PMarkValueError, check_green_size, check_positive_int, check_unit_interval
 
 __all__ = [
@@ -70,165 +83,6 @@ __all__ = [
     "detect",
     "detect_many",
 ]
-
-DETECT_MODES = ("offline", "online", "semstamp", "ksemstamp")
-VERDICT_WATERMARKED = "watermarked"
-VERDICT_NO_WATERMARK = "no watermark detected"
-VERDICT_NOT_ENOUGH = "not enough evidence"
-
-#: The only fields of ``statistics`` printed at the default output level ``"total"``: totals and the p-values
-#: derived from them, nothing per sentence or channel (S1). The soft block has no ``n_green``: see
-#: ``docs/security.md`` ("The soft statistics") for what the soft p-value and the paper's z still reveal.
-TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
-    "hard": ("n_green", "p_value", "z"),
-    "soft": ("p_value", "calibrated"),
-    "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
-    "green_count": ("n_green", "gamma", "p_value"),
-}
-#: Printed with every ``evidence`` record.
-EVIDENCE_WARNING = (
-    "this record holds the per-sentence evidence (projections f, key bits, cells): whoever sees records like it "
-    "for about d / T texts can recover the secret key (pivots and bits) by least squares and then forge or strip "
-    "the watermark. Keep it with the key; never publish it or return it to users (docs/security.md)."
-)
-if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
-    raise ImportError(f"pmark_impl._detect prints the 'total' level by default, not {DEFAULT_OUTPUT_LEVEL!r}")
-
-
-@dataclass(frozen=True)
-class ChannelEvidence:
-    """One channel of one sentence: proxy ``f``, median ``m``, key bit, hard and soft evidence, ``a`` (X4)."""
-
-    f: float
-    median: float
-    bit: int
-    hard: int
-    soft: float
-    a: float
-
-
-@dataclass(frozen=True)
-class SentenceEvidence:
-    """Evidence of sentence ``position``: PMark channels, or the SemStamp cell and whether it is green."""
-
-    position: int
-    text: str
-    channels: tuple[ChannelEvidence, ...] = ()
-    cell: int | None = None
-    green: bool | None = None
-
-
-@dataclass(frozen=True, repr=False)
-class DetectionResult:
-    """Verdict, p-values and per-sentence evidence (see the module docstring).
-
-    The attributes hold everything, for the key holder's own code; what is *printed* is chosen by
-    :meth:`to_dict` / :meth:`to_json` (default: totals only, S1), and ``repr`` is a summary without evidence.
-
-    Attributes:
-      verdict: ``"watermarked"`` (``p_value <= alpha``), ``"no watermark detected"`` or ``"not enough evidence"``.
-      p_value: the p-value of the chosen ``test`` (1 when there is not enough evidence).
-      alpha: the level.
-      test: ``"hard"`` (exact binomial) or ``"soft"`` (calibrated soft count); SemStamp: ``"green-count"``.
-      mode: detection mode.
-      n_sentences: ``T``.
-      n_bits: ``bT`` (SemStamp: ``T``).
-      statistics: raw statistics: ``hard`` {n_green, p_value, z}, ``soft`` {n_green, p_value (calibrated)},
-        ``paper_soft_z`` {z, nominal_p_value, uncalibrated: true}; SemStamp ``green_count`` {n_green, gamma,
-        p_value}.
-      sentences: per-sentence evidence (printed only by ``to_dict(evidence=True)``).
-      reason: why the verdict is "not enough evidence" (else empty).
-      settings: encoder, key fingerprint, ``n_channels`` (b), ``median_rule``, δ, K, N, … (named so that no
-        key of the default output is that of a per-sentence field)
-    """
-
-    verdict: str
-    p_value: float
-    alpha: float
-    test: str
-    mode: str
-    n_sentences: int
-    n_bits: int
-    statistics: dict[str, Any]
-    sentences: tuple[SentenceEvidence, ...]
-    reason: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def watermarked(self) -> bool:
-        return self.verdict == VERDICT_WATERMARKED
-
-    def __repr__(self) -> str:
-        return (
-            f"DetectionResult(verdict={self.verdict!r}, p_value={self.p_value:.6g}, alpha={self.alpha:g}, "
-            f"test={self.test!r}, mode={self.mode!r}, n_sentences={self.n_sentences}, n_bits={self.n_bits}, "
-            f"key_fingerprint={self.settings.get('key_fingerprint')!r}, evidence=<{len(self.sentences)} "
-            "sentence(s), not shown; see docs/security.md>)"
-        )
-
-    def to_dict(self, evidence: bool = False) -> dict[str, Any]:
-        """The record to print, at output level ``"total"`` (default) or ``"evidence"`` (S1).
-
-        Args:
-          evidence: ``False`` (default): ``verdict``, ``p_value``, ``alpha``, ``test``, ``mode``,
-            ``n_sentences``, ``n_bits``, ``reason``, ``settings``, the totals of ``statistics``
-            (:data:`TOTAL_STATISTICS`) and ``"output_level": "total"`` — nothing per sentence or channel.
-            ``True``: every attribute, per-sentence evidence included, with ``"output_level": "evidence"`` and
-            a ``"warning"`` (:data:`EVIDENCE_WARNING`): whoever sees such records can recover the key.
-
-        Returns:
-          A dict of plain Python values (the evidence level may hold tuples and non-finite floats).
-        """
-        if evidence:
-            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **asdict(self)}
-        return _total_view(self)
-
-    def to_json(self, indent: int | None = 2, evidence: bool = False) -> str:
-        """:meth:`to_dict` as JSON (non-finite numbers written as strings).
-
-        Args:
-          indent: JSON indentation (``None``: one line).
-          evidence: print the per-sentence evidence (key holder only; see :meth:`to_dict`).
-        """
-        return json.dumps(_jsonable(self.to_dict(evidence=evidence)), indent=indent)
-
-
-def _total_view(res: DetectionResult) -> dict[str, Any]:
-    """The default output level: verdict, p-values and totals (``TOTAL_STATISTICS``), nothing per sentence."""
-    level = DEFAULT_OUTPUT_LEVEL
-    statistics = {
-        name: {f: res.statistics[name][f] for f in fields if f in res.statistics[name]}
-        for name, fields in TOTAL_STATISTICS.items()
-        if name in res.statistics
-    }
-    return {
-        "verdict": res.verdict,
-        "p_value": res.p_value,
-        "alpha": res.alpha,
-        "test": res.test,
-        "mode": res.mode,
-        "n_sentences": res.n_sentences,
-        "n_bits": res.n_bits,
-        "statistics": statistics,
-        "reason": res.reason,
-        "settings": dict(res.settings),
-        "output_level": level,
-    }
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else str(x)
-    return x
 
 
 def _split(text: str | Sequence[str], splitter: Callable[[str], list[str]] | None) -> list[str]:
@@ -521,49 +375,6 @@ def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution)
     }
     stats_["paper_soft_z"]["nominal_p_value"] = float(special.ndtr(-stats_["paper_soft_z"]["z"]))
     return stats_
-
-
-def _pmark_evidence(sentences, f, m, bits, hard, soft, a) -> tuple[SentenceEvidence, ...]:
-    """Per-sentence, per-channel evidence records of one PMark text."""
-    rows = zip(f.tolist(), m.tolist(), bits.tolist(), hard.tolist(), soft.tolist(), a.tolist(), strict=True)
-    return tuple(
-        SentenceEvidence(
-            position=t,
-            text=sentences[t],
-            channels=tuple(
-                ChannelEvidence(float(x[0]), float(x[1]), int(x[2]), int(x[3]), float(x[4]), float(x[5]))
-                for x in zip(*row, strict=True)
-            ),
-        )
-        for t, row in enumerate(rows)
-    )
-
-
-def _verdict(p, best, alpha, test, mode, t_len, n_bits, stats_, evidence, min_sentences, settings):
-    reason = ""
-    if t_len < min_sentences:
-        reason = f"{t_len} sentence(s) after the prompt; at least {min_sentences} are needed"
-    elif best > alpha:
-        reason = (
-            f"{n_bits} evidence bit(s): the smallest attainable p-value {best:.3g} exceeds alpha = {alpha:g}"
-        )
-    if reason:
-        verdict, p = VERDICT_NOT_ENOUGH, 1.0
-    else:
-        verdict = VERDICT_WATERMARKED if p <= alpha else VERDICT_NO_WATERMARK
-    return DetectionResult(
-        verdict=verdict,
-        p_value=float(p),
-        alpha=alpha,
-        test=test,
-        mode=mode,
-        n_sentences=t_len,
-        n_bits=n_bits,
-        statistics=stats_,
-        sentences=evidence,
-        reason=reason,
-        settings=settings,
-    )
 
 
 def _detect_cells(key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings):

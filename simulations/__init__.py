@@ -20,6 +20,7 @@ from simulations._attacks import (
     word_noise,
     word_noise_cosine,
 )
+from simulations._cell_schemes import SEMSTAMP_MODES, ksemstamp_step, semstamp_step, simmark_step
 from simulations._cluster import ClusterModel, make_cluster_model
 from simulations._detection import (
     DetectionResult,
@@ -78,17 +79,7 @@ from simulations._proxies import (
     simmark_cosines,
 )
 from simulations._sampling import AliasTable, alias_law, alias_table, draw_ids
-from simulations._schemes import (
-    SEMSTAMP_MODES,
-    SourceDraw,
-    get_rule,
-    ksemstamp_step,
-    pmark_bit_step,
-    pmark_source_step,
-    pmark_step,
-    semstamp_step,
-    simmark_step,
-)
+from simulations._schemes import SourceDraw, get_rule, pmark_bit_step, pmark_source_step, pmark_step
 from simulations._universe import (
     FiniteUniverse,
     cell_ids,

@@ -6,6 +6,7 @@ from proofs_checks.checks import (
     _nshot_checks,
     _offline_checks,
     _offline_errata_checks,
+    _online_accuracy_checks,
     _online_checks,
     _online_split_checks,
     _robustness_checks,

@@ -3,7 +3,7 @@
 Every section works on a finite law over sentences (``_Data``: exact masses or the empirical law ``1/n``) and the
 proxy's table of values on it. The exact laws come from :mod:`pmark_theory`; the simulations run the shared rules
 (:func:`~proofs_checks.validate._robustness.selection_draws` for PMark) or the simulator's schemes
-(:func:`simulations._schemes.semstamp_step`, :func:`simulations._schemes.simmark_step`), and each is compared with
+(:func:`simulations._cell_schemes.semstamp_step`, :func:`simulations._cell_schemes.simmark_step`), and each is compared with
 its exact law (chi-square and exact per-sentence binomial tails) next to a negative control (a wrong law that must
 be rejected).
 """
@@ -36,10 +36,10 @@ from proofs_checks.validate._stats import (
     sign_dependence,
     weighted_median,
 )
+from simulations._cell_schemes import semstamp_step, simmark_step
 from simulations._engine import run_trials
 from simulations._estimators import compare_to_law
 from simulations._proxies import Partition
-from simulations._schemes import semstamp_step, simmark_step
 from simulations._universe import FiniteUniverse
 
 __all__ = ["GOF_P", "cells_section", "continuous_section", "interval_section"]
