@@ -172,6 +172,14 @@ def build_parser(
         help=f"at most T sentences, 1..{MAX_SENTENCES} (default 12)",
     )
     p.add_argument(
+        "--margin",
+        type=float_type(0, 1, open_hi=True),
+        default=0.0,
+        metavar="R",
+        help="semstamp/ksemstamp margin rejection in [0, 1): refuse candidates whose smallest |cos| with the "
+        "LSH normals (ksemstamp: top-1 minus top-2 centroid cosine) is below R (default 0: none)",
+    )
+    p.add_argument(
         "--out",
         default=None,
         metavar="FILE",

@@ -19,11 +19,26 @@ import numpy as np
 
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._types import SentenceEncoder, SentenceSampler
-from pmark_theory._cell_rules import green_candidates, ksemstamp_cells, lsh_cells
+from pmark_theory._cell_rules import (
+    check_margin,
+    green_candidates,
+    ksemstamp_cells,
+    ksemstamp_margin_ok,
+    lsh_cells,
+    lsh_margin_ok,
+)
 from pmark_theory._rules import RULES, offline_scores, select_from_mask
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
-__all__ = ["StepOutput", "cell_function", "cell_step", "embed", "offline_step", "online_step"]
+__all__ = [
+    "StepOutput",
+    "cell_function",
+    "cell_step",
+    "embed",
+    "margin_function",
+    "offline_step",
+    "online_step",
+]
 
 #: ``(candidates, chosen, selectable, matches, trials, fallback)``: what every step returns.
 StepOutput = tuple[list[Any], int, tuple[int, ...], int | None, int, bool]
@@ -65,6 +80,8 @@ _select_from_mask = jax.jit(select_from_mask)
 _lsh_cells = jax.jit(lsh_cells)
 _ksemstamp_cells = jax.jit(ksemstamp_cells)
 _green_candidates = jax.jit(green_candidates)
+_lsh_margin_ok = jax.jit(lsh_margin_ok)
+_ksemstamp_margin_ok = jax.jit(ksemstamp_margin_ok)
 
 
 def _choose(rng: jax.Array, mask: Any) -> tuple[int, tuple[int, ...]]:
@@ -186,6 +203,7 @@ def cell_step(
     green: np.ndarray,
     n: int,
     max_trials: int,
+    clear_fn: Callable[[np.ndarray], Any] | None = None,
 ) -> StepOutput:
     """SemStamp / k-SemStamp (C5–C7, E3): redraw batches of ``N`` until one holds a green candidate.
 
@@ -196,10 +214,12 @@ def cell_step(
       green: this position's green cells.
       n: ``N`` candidates per batch.
       max_trials: batches drawn at most before the uniform fallback.
+      clear_fn: margin rejection (:func:`margin_function`): embeddings ``[N, d]`` -> margin-clear mask ``[N]``;
+        a candidate is valid only when green AND clear. ``None``: no margin rejection.
 
     Returns:
       :data:`StepOutput`; ``matches`` is ``None``, ``trials`` the batches drawn, ``fallback`` whether no
-      batch held a green candidate (uniform over the last batch).
+      batch held a valid candidate (uniform over the last batch, margin-clear or not).
     """
     # SemStamp / k-SemStamp (C5–C7, E3): the green set S of this position is fixed; redraw batches of N until
     # one holds a green candidate, at most max_trials times; then uniform over the last batch (fallback).
@@ -208,8 +228,11 @@ def cell_step(
     for trial in range(1, max_trials + 1):
         new = _draw(sampler, context, n, gen)
         cands += new
-        cells = cell_fn(embed(encoder, [c.text for c in new], dim))
+        emb = embed(encoder, [c.text for c in new], dim)
+        cells = cell_fn(emb)
         valid = np.asarray(_green_candidates(cells, jnp.asarray(green)))
+        if clear_fn is not None:
+            valid = valid & np.asarray(clear_fn(emb), dtype=bool)
         rng, k_choice = jax.random.split(rng)
         fallback = not valid.any()
         if not fallback or trial == max_trials:
@@ -248,3 +271,36 @@ def cell_function(
         cents = jnp.asarray(key.centroids(k))
         return (lambda e: _ksemstamp_cells(jnp.asarray(e), cents)), k
     return None, 0
+
+
+def margin_function(
+    key: WatermarkKey, mode: str, lsh_dim: int, n_clusters: int, margin: float
+) -> Callable[[np.ndarray], Any] | None:
+    """The margin-rejection rule of a SemStamp mode (SemStamp's reference implementation, C6).
+
+    ``"semstamp"``: clear when the smallest ``|cos|`` with the ``lsh_dim`` key-derived normals is ``>= margin``
+    (:func:`pmark_theory._cell_rules.lsh_margin_ok`); ``"ksemstamp"``: clear when the top-1 minus top-2 cosine
+    with the ``n_clusters`` key-derived centroids is ``>= margin``
+    (:func:`pmark_theory._cell_rules.ksemstamp_margin_ok`). Same normals/centroids as :func:`cell_function`.
+
+    Args:
+      key, mode, lsh_dim, n_clusters: as :func:`cell_function`.
+      margin: threshold in ``[0, 1)``; 0 means no rejection.
+
+    Returns:
+      ``clear_fn(embeddings [n, d]) -> bool [n]``, or ``None`` when ``margin == 0`` or the mode has no cells.
+
+    Raises:
+      PMarkValueError: ``margin`` outside ``[0, 1)``, or ``lsh_dim`` / ``n_clusters`` out of range.
+    """
+    margin = check_margin(margin)
+    if margin == 0:
+        return None
+    m = jnp.asarray(margin)
+    if mode == "semstamp":
+        planes = jnp.asarray(key.lsh_hyperplanes(check_positive_int("lsh_dim", lsh_dim)))
+        return lambda e: _lsh_margin_ok(jnp.asarray(e), planes, m)
+    if mode == "ksemstamp":
+        cents = jnp.asarray(key.centroids(check_positive_int("n_clusters", n_clusters, minimum=2)))
+        return lambda e: _ksemstamp_margin_ok(jnp.asarray(e), cents, m)
+    return None

@@ -26,7 +26,7 @@ from typing import Any
 import jax
 
 from pmark_impl._keys import WatermarkKey
-from pmark_impl._steps import cell_function, cell_step, embed, offline_step, online_step
+from pmark_impl._steps import cell_function, cell_step, embed, margin_function, offline_step, online_step
 from pmark_impl._types import (
     MODES,
     CandidateLike,
@@ -35,6 +35,7 @@ from pmark_impl._types import (
     SentenceSampler,
     StepInfo,
 )
+from pmark_theory._cell_rules import check_margin
 from pmark_theory._validate import (
     PMarkValueError,
     check_green_size,
@@ -144,6 +145,7 @@ def generate(
     progress: Callable[[StepInfo], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
     model_name: str | None = None,
+    margin: float = 0.0,
 ) -> GenerationResult:
     """Generate a watermarked continuation of ``prompt``, sentence by sentence (C10, E7, E3).
 
@@ -171,6 +173,11 @@ def generate(
       progress: called with each :class:`StepInfo` as soon as the step is done.
       splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
       model_name: the LM's id recorded in the provenance (default: the model's ``name_or_path``, if any).
+      margin: SemStamp / k-SemStamp margin rejection in ``[0, 1)`` (default 0: none). A candidate is valid only
+        when its cell is green AND it is margin-clear (SemStamp: smallest ``|cos|`` with the LSH normals
+        ``>= margin``; k-SemStamp: top-1 minus top-2 centroid cosine ``>= margin``). After ``max_trials``
+        batches without a valid candidate the uniform fallback may output one that is not clear. Detection
+        does not depend on it, and the provenance record does not store it.
 
     Returns:
       :class:`GenerationResult`; :meth:`GenerationResult.provenance` gives its provenance record. Its
@@ -178,10 +185,14 @@ def generate(
 
     Raises:
       PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
-        from the key's, a sampler returning the wrong number of candidates.
+        from the key's, a sampler returning the wrong number of candidates, ``margin`` outside ``[0, 1)`` or
+        ``margin > 0`` with a PMark mode.
     """
     if mode not in MODES:
         raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
+    margin = check_margin(margin)
+    if margin > 0 and mode not in ("semstamp", "ksemstamp"):
+        raise PMarkValueError(f"margin applies to the semstamp and ksemstamp modes only, got mode {mode!r}")
     if not isinstance(prompt, str):
         raise PMarkValueError(f"prompt must be a string, got {type(prompt).__name__}")
     b = resolve_channels(key, channels)
@@ -200,6 +211,7 @@ def generate(
     v = key.pivots()[:b]
     cell_fn, n_cells = cell_function(key, mode, lsh_dim, n_clusters)
     g = check_green_size(round(gamma * n_cells), n_cells) if cell_fn is not None else 0
+    clear_fn = margin_function(key, mode, lsh_dim, n_clusters, margin) if cell_fn is not None else None
 
     device = sampler_device(sampler)
     sentences: list[str] = []
@@ -215,7 +227,9 @@ def generate(
             out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch)
         else:
             green = key.green_set(t, n_cells, g)
-            out = cell_step(rng, sampler, encoder, context, gen, key.dim, cell_fn, green, n, max_trials)
+            out = cell_step(
+                rng, sampler, encoder, context, gen, key.dim, cell_fn, green, n, max_trials, clear_fn
+            )
         cands, chosen, selectable, matches, trials, fallback = out
         cand = cands[chosen]
         text = " ".join(str(cand.text).split())  # the segmenter's normal form

@@ -226,6 +226,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             channels=b,
             progress=lambda _step: bar.update(1),
             model_name=args.model or DEFAULT_LM_NAME,
+            margin=getattr(args, "margin", 0.0),
         )
     finally:
         bar.close()

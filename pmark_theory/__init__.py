@@ -9,10 +9,13 @@ import jax as _jax
 _jax.config.update("jax_enable_x64", True)
 
 from pmark_theory._cell_rules import (
+    check_margin,
     fallback_mask,
     green_candidates,
     ksemstamp_cells,
+    ksemstamp_margin_ok,
     lsh_cells,
+    lsh_margin_ok,
     random_green_set,
     simmark_green,
     simmark_proxy,
@@ -90,6 +93,7 @@ from pmark_theory._semstamp_fixed import (
     semstamp_fixed_set_factor,
     semstamp_tilted_factor,
 )
+from pmark_theory._semstamp_margin import semstamp_margin_law
 from pmark_theory._snr import hard_count_power, snr_bounds, snr_moments
 from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
 from pmark_theory._validate import PMarkValueError

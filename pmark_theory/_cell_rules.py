@@ -7,6 +7,11 @@ whose cosine with the previous sentence lies in a fixed interval ``G`` (no key, 
 Two batch outcomes are implemented (E3): *retry* (``green_candidates`` reports whether the batch had a valid
 candidate; the caller redraws a batch with the SAME ``S`` until one does — law C6/C7) and *fallback*
 (``fallback_mask``: no valid candidate → uniform over the batch, law of C6 with ``max_trials``).
+
+Margin rejection (SemStamp's reference implementation, C6): a candidate too close to a cell boundary is not
+selectable — SemStamp: ``min_j |cos(x, n_j)| < margin`` over the LSH normals (:func:`lsh_margin_ok`);
+k-SemStamp: top-1 minus top-2 centroid cosine ``< margin`` (:func:`ksemstamp_margin_ok`). ``margin = 0`` keeps
+every candidate. Law: ``pmark_theory._semstamp_margin``.
 """
 
 from __future__ import annotations
@@ -21,10 +26,13 @@ from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "MAX_LSH_BITS",
+    "check_margin",
     "fallback_mask",
     "green_candidates",
     "ksemstamp_cells",
+    "ksemstamp_margin_ok",
     "lsh_cells",
+    "lsh_margin_ok",
     "random_green_set",
     "simmark_green",
     "simmark_proxy",
@@ -102,6 +110,83 @@ def ksemstamp_cells(embeddings: Any, centroids: Any) -> Array:
         raise PMarkValueError("centroids must have nonzero rows (the cosine to a zero centroid is undefined)")
     c = centroids / jnp.linalg.norm(centroids, axis=-1, keepdims=True)
     return jnp.argmax(embeddings @ c.T, axis=-1).astype(jnp.int32)
+
+
+def check_margin(margin: Any) -> float:
+    """Validate a margin-rejection threshold: a finite real number in ``[0, 1)`` (0 = no rejection).
+
+    Raises:
+      PMarkValueError: anything else (NaN, a bool, a negative number, ``>= 1``).
+    """
+    arr = np.asarray(margin) if margin is not None else np.asarray(np.nan)
+    ok = arr.ndim == 0 and arr.dtype.kind in "fiu" and bool(0.0 <= float(arr) < 1.0)
+    if not ok:
+        raise PMarkValueError(
+            f"margin must be a real number in [0, 1) (0 = no margin rejection), got {margin!r}"
+        )
+    return float(margin)
+
+
+def _margin_arg(margin: Any) -> Any:
+    """``margin`` checked when it holds a value (outside a trace); a traced margin is the caller's to check."""
+    return margin if isinstance(margin, jax.core.Tracer) else check_margin(margin)
+
+
+def _unit_rows(x: Array) -> Array:
+    """Rows scaled to unit norm; a zero row becomes NaN (its cosines are undefined, so it is never clear)."""
+    return x / jnp.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def lsh_margin_ok(embeddings: Any, hyperplanes: Any, margin: Any) -> Array:
+    """SemStamp margin rule: ``min_j |<x, n_j>| / (|x| |n_j|) >= margin``, boolean ``[N]`` (C6).
+
+    A candidate whose smallest ``|cos|`` with the LSH normals is below ``margin`` lies near a cell boundary
+    and is rejected (not selectable). ``margin = 0`` keeps every candidate (all True).
+
+    Args:
+      embeddings: ``[N, d]`` (finite); hyperplanes: ``[h, d]`` LSH normals (finite, nonzero).
+      margin: threshold in ``[0, 1)`` (checked when concrete; a traced margin must be checked by the caller
+        with :func:`check_margin`).
+
+    Raises:
+      PMarkValueError: shapes that do not share ``d``, no hyperplanes, or (concrete) a margin outside
+        ``[0, 1)``.
+    """
+    embeddings, hyperplanes = jnp.asarray(embeddings), jnp.asarray(hyperplanes)
+    if embeddings.ndim != 2 or hyperplanes.ndim != 2 or embeddings.shape[1] != hyperplanes.shape[1]:
+        raise PMarkValueError(
+            f"embeddings [N, d] and hyperplanes [h, d] must share d, got {embeddings.shape} and {hyperplanes.shape}"
+        )
+    if hyperplanes.shape[0] == 0:
+        raise PMarkValueError("hyperplanes must have at least one row (h >= 1)")
+    margin = _margin_arg(margin)
+    cos = jnp.abs(_unit_rows(embeddings) @ _unit_rows(hyperplanes).T)
+    return jnp.where(margin <= 0, True, jnp.min(cos, axis=-1) >= margin)
+
+
+def ksemstamp_margin_ok(embeddings: Any, centroids: Any, margin: Any) -> Array:
+    """k-SemStamp margin rule: top-1 minus top-2 centroid cosine ``>= margin``, boolean ``[N]`` (C6).
+
+    ``margin = 0`` keeps every candidate (all True).
+
+    Args:
+      embeddings: ``[N, d]`` (finite); centroids: ``[k, d]``, ``k >= 2`` (finite, nonzero).
+      margin: threshold in ``[0, 1)`` (checked when concrete, as in :func:`lsh_margin_ok`).
+
+    Raises:
+      PMarkValueError: shapes that do not share ``d``, fewer than two centroids, or (concrete) a margin
+        outside ``[0, 1)``.
+    """
+    embeddings, centroids = jnp.asarray(embeddings), jnp.asarray(centroids)
+    if embeddings.ndim != 2 or centroids.ndim != 2 or embeddings.shape[1] != centroids.shape[1]:
+        raise PMarkValueError(
+            f"embeddings [N, d] and centroids [k, d] must share d, got {embeddings.shape} and {centroids.shape}"
+        )
+    if centroids.shape[0] < 2:
+        raise PMarkValueError(f"the k-SemStamp margin needs k >= 2 centroids, got k = {centroids.shape[0]}")
+    margin = _margin_arg(margin)
+    top2 = jax.lax.top_k(_unit_rows(embeddings) @ _unit_rows(centroids).T, 2)[0]
+    return jnp.where(margin <= 0, True, top2[:, 0] - top2[:, 1] >= margin)
 
 
 def random_green_set(key: Array, n_cells: int, g: int) -> Array:

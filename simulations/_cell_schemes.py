@@ -13,7 +13,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_theory._cell_rules import fallback_mask, green_candidates, random_green_set, simmark_green
+from pmark_theory._cell_rules import (
+    check_margin,
+    fallback_mask,
+    green_candidates,
+    ksemstamp_margin_ok,
+    lsh_margin_ok,
+    random_green_set,
+    simmark_green,
+)
 from pmark_theory._rules import select_from_mask
 from pmark_theory._validate import (
     PMarkValueError,
@@ -21,7 +29,7 @@ from pmark_theory._validate import (
     check_green_size,
     check_positive_int,
 )
-from simulations._proxies import as_partition, ksemstamp_partition, simmark_cosines
+from simulations._proxies import Partition, as_partition, ksemstamp_partition, simmark_cosines
 from simulations._sampling import AliasTable, draw_ids
 from simulations._schemes import Array, _wrap
 from simulations._universe import FiniteUniverse, cell_ids
@@ -82,6 +90,7 @@ def semstamp_step(
     n_cells: int | None = None,
     max_batches: int = MAX_BATCHES,
     text_length: int | None = None,
+    margin: float = 0.0,
 ) -> Callable[[Array], Array]:
     """SemStamp as sampling-then-selecting (C5–C7, E3): green set ``S`` of ``g`` of ``M`` cells from the key.
 
@@ -101,15 +110,49 @@ def semstamp_step(
       n_cells: ``M`` for a function partition.
       max_batches: safety cap of ``retry``/``tilted`` (exhausted trials output ``-1``).
       text_length: ``None`` or ``T`` for a Markov text.
+      margin: margin rejection in ``[0, 1)`` (0: none): a candidate whose smallest ``|cos|`` with the LSH
+        normals is below ``margin`` is not selectable (:func:`pmark_theory._cell_rules.lsh_margin_ok`,
+        computed once from the universe's embeddings); ``retry`` law: ``semstamp_margin_law``. Needs
+        ``partition`` given as LSH hyperplanes ``[h, d]`` (k-SemStamp: :func:`ksemstamp_step`).
 
     Returns:
       ``step(key) -> int`` outcome.
 
     Raises:
-      PMarkValueError: bad partition, ``g`` outside ``1..M-1``, bad ``N``/``mode``/``max_trials``, or in
-        ``retry`` mode ``#{u : q(u) = 0} >= g`` for ``P_M`` or a Markov row (some ``S`` has ``q(S) = 0``:
-        the retries would never end).
+      PMarkValueError: bad partition, ``g`` outside ``1..M-1``, bad ``N``/``mode``/``max_trials``/``margin``,
+        ``margin > 0`` with a partition that is not LSH hyperplanes, or in ``retry`` mode
+        ``#{u : q(u) = 0} >= g`` for ``P_M`` or a Markov row, ``q`` counting margin-clear sentences only
+        (some ``S`` has ``q(S) = 0``: the retries would never end).
     """
+    margin = check_margin(margin)
+    clear = None
+    if margin > 0:
+        if isinstance(partition, Partition) or callable(partition):
+            raise PMarkValueError(
+                "margin > 0 needs the partition as LSH hyperplanes [h, d] (SemStamp); use ksemstamp_step "
+                "for k-SemStamp's centroid margin"
+            )
+        clear = np.asarray(
+            lsh_margin_ok(universe.embeddings, check_finite("hyperplanes", partition, ndim=2), margin)
+        )
+    return _semstamp_step(
+        universe, partition, g, n_candidates, mode, max_trials, n_cells, max_batches, text_length, clear
+    )
+
+
+def _semstamp_step(
+    universe: FiniteUniverse,
+    partition: Any,
+    g: int,
+    n_candidates: int,
+    mode: str,
+    max_trials: int | None,
+    n_cells: int | None,
+    max_batches: int,
+    text_length: int | None,
+    clear: np.ndarray | None,
+) -> Callable[[Array], Array]:
+    """:func:`semstamp_step` with the margin-clear mask ``clear [K]`` (``None``: every sentence clear)."""
     cells, m = cell_ids(universe, as_partition(partition, n_cells))
     g = check_green_size(g, m)
     n = check_positive_int("n_candidates", n_candidates)
@@ -121,7 +164,8 @@ def semstamp_step(
             else [universe.probs, *universe.transition]
         )
         for law in laws:
-            n_zero = int(np.sum(np.bincount(cells, weights=law, minlength=m) == 0))
+            w = law if clear is None else np.where(clear, law, 0.0)
+            n_zero = int(np.sum(np.bincount(cells, weights=w, minlength=m) == 0))
             if n_zero >= g:
                 raise PMarkValueError(
                     f"q has {n_zero} zero-mass cells >= g = {g}: some green set has q(S) = 0 and mode='retry' "
@@ -129,6 +173,7 @@ def semstamp_step(
                 )
     table = jnp.asarray(cells, dtype=jnp.int32)
     tilted = mode == "tilted"
+    clear_table = None if clear is None else jnp.asarray(clear, dtype=bool)
 
     def core(key: Array, law: AliasTable, prev: Array) -> Array:
         k_green, k_loop = jax.random.split(key)
@@ -138,7 +183,8 @@ def semstamp_step(
             k_s, k_b = jax.random.split(k)
             green = random_green_set(k_s, m, g) if tilted else fixed
             ids = draw_ids(k_b, law, (n,))
-            return ids, green_candidates(table[ids], green)
+            valid = green_candidates(table[ids], green)
+            return ids, valid if clear_table is None else valid & clear_table[ids]
 
         return _rejection_loop(k_loop, draw, limit, fallback)
 
@@ -146,10 +192,38 @@ def semstamp_step(
 
 
 def ksemstamp_step(
-    universe: FiniteUniverse, centroids: Any, g: int, n_candidates: int, **kwargs: Any
+    universe: FiniteUniverse,
+    centroids: Any,
+    g: int,
+    n_candidates: int,
+    *,
+    margin: float = 0.0,
+    **kwargs: Any,
 ) -> Callable[[Array], Array]:
-    """k-SemStamp (E2): :func:`semstamp_step` with the nearest-centroid partition (``M = k`` cells)."""
-    return semstamp_step(universe, ksemstamp_partition(centroids), g, n_candidates, **kwargs)
+    """k-SemStamp (E2): :func:`semstamp_step` with the nearest-centroid partition (``M = k`` cells).
+
+    ``margin`` in ``[0, 1)`` (0: none): a candidate whose top-1 minus top-2 centroid cosine is below it is not
+    selectable (:func:`pmark_theory._cell_rules.ksemstamp_margin_ok`); other keywords as :func:`semstamp_step`.
+    """
+    margin = check_margin(margin)
+    partition = ksemstamp_partition(centroids)
+    if margin == 0:
+        return semstamp_step(universe, partition, g, n_candidates, **kwargs)
+    clear = np.asarray(
+        ksemstamp_margin_ok(universe.embeddings, check_finite("centroids", centroids, ndim=2), margin)
+    )
+    opts = {
+        "mode": "retry",
+        "max_trials": None,
+        "n_cells": None,
+        "max_batches": MAX_BATCHES,
+        "text_length": None,
+    }
+    unknown = set(kwargs) - set(opts)
+    if unknown:
+        raise PMarkValueError(f"ksemstamp_step got unknown keyword(s) {sorted(unknown)}")
+    opts.update(kwargs)
+    return _semstamp_step(universe, partition, g, n_candidates, clear=clear, **opts)
 
 
 def simmark_step(
