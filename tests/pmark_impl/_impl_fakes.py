@@ -85,3 +85,27 @@ class FakeEncoder:
                 self.table[t] = v / np.linalg.norm(v)
             out[i] = self.table[t]
         return out
+
+
+def install_fake_models(monkeypatch, sentences: list[str], dim: int = 32, seed: int = 3) -> dict[str, list]:
+    """Replace the CLI's model loaders by a ``dim``-d fake encoder and a sampler over ``sentences``.
+
+    Returns the calls made to each loader (``{"encoder": [...], "sampler": [...]}``), so a test can assert
+    that bad input is refused before any model loads.
+    """
+    from pmark_impl import cli
+
+    encoder = FakeEncoder.random(sentences, dim, seed=seed)
+    calls: dict[str, list] = {"encoder": [], "sampler": []}
+
+    def load_encoder(name):
+        calls["encoder"].append(name)
+        return encoder
+
+    def load_sampler(model, temperature, top_p):
+        calls["sampler"].append(model)
+        return FakeSampler(sentences)
+
+    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
+    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
+    return calls

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _impl_fakes import FakeEncoder, FakeSampler, universe
+from _impl_fakes import FakeEncoder, install_fake_models, universe
 
 from pmark_impl import cli
 from pmark_impl._keys import WatermarkKey, load_key, save_key
@@ -24,20 +24,7 @@ SENTENCES = universe(500)
 @pytest.fixture
 def fakes(monkeypatch):
     """Replace model loading by a 32-d fake encoder and a finite-universe sampler; count the loads."""
-    encoder = FakeEncoder.random(SENTENCES, 32, seed=3)
-    calls = {"encoder": [], "sampler": []}
-
-    def load_encoder(name):
-        calls["encoder"].append(name)
-        return encoder
-
-    def load_sampler(model, temperature, top_p):
-        calls["sampler"].append(model)
-        return FakeSampler(SENTENCES)
-
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
-    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
-    return calls
+    return install_fake_models(monkeypatch, SENTENCES)
 
 
 @pytest.fixture

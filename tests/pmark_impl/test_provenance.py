@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _impl_fakes import FakeEncoder, FakeSampler, universe
+from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 from scipy import stats
 
 from pmark_impl import cli
@@ -42,20 +42,8 @@ PROMPT = "Once upon a time."
 
 @pytest.fixture
 def fakes(monkeypatch):
-    encoder = FakeEncoder.random(SENTENCES, 32, seed=3)
-    calls = {"encoder": [], "sampler": []}
-
-    def load_encoder(name):
-        calls["encoder"].append(name)
-        return encoder
-
-    def load_sampler(model, temperature, top_p):
-        calls["sampler"].append(model)
-        return FakeSampler(SENTENCES)
-
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
-    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
-    return calls
+    """The CLI's model loaders replaced by fakes; the loads are counted."""
+    return install_fake_models(monkeypatch, SENTENCES)
 
 
 @pytest.fixture
