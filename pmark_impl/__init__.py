@@ -42,6 +42,11 @@ _LAZY = {
     "repetition_n": "pmark_impl.quality",
     "semantic_similarity": "pmark_impl.quality",
     "detect_many": "pmark_impl._detect",
+    "KeyCalibration": "pmark_impl._calibration",
+    "calibrate_key": "pmark_impl._calibrate",
+    "key_fpr_study": "pmark_impl._calibrate",
+    "builtin_documents": "pmark_impl._corpus",
+    "read_corpus": "pmark_impl._corpus",
 }
 
 

@@ -260,10 +260,11 @@ def build_parser(
     )
     p.add_argument(
         "--test",
-        choices=["hard", "soft"],
-        default="hard",
-        help="hard (exact binomial, default) or calibrated soft; the soft p-value is computed (and printed) only "
-        "with --test soft",
+        choices=["hard", "per_key", "soft"],
+        default=None,
+        help="hard (exact binomial over keys), per_key (offline with a calibrated key: this key's own "
+        "conservative null, K1; reported beside hard for such a key) or calibrated soft (computed and "
+        "printed only with --test soft)",
     )
     p.add_argument(
         "--delta", type=float_type(0), default=0.001, help="soft-count margin, finite >= 0 (default 0.001)"
@@ -308,6 +309,9 @@ def build_parser(
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
     p.set_defaults(func=handlers["attack"])
 
+    from pmark_impl._cli_calibrate import add_calibrate_parser
+
+    add_calibrate_parser(sub, handlers["calibrate"], float_type, int_type)
     for name, (_module, _fn, help_text) in external.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
+from pmark_impl._calibration import centred_text_proxies, per_key_statistics, resolve_test
 from pmark_impl._detect_result import (
     DETECT_MODES,
     EVIDENCE_WARNING,
@@ -65,6 +66,7 @@ from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
 from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
+from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
 from pmark_theory._hd import hd_median
@@ -109,16 +111,22 @@ def _detect_seed(seed: int, t: int) -> int:
     return int.from_bytes(hashlib.sha256(f"pmark-detect/{seed}/{t}".encode()).digest()[:8], "big") >> 1
 
 
-def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress) -> np.ndarray:
-    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection)."""
+def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, key, emb) -> np.ndarray:
+    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection).
+
+    The candidates of position ``t`` are centred like generation centred them (``c_t`` from ``emb[:t]``, K1).
+    """
     med = np.empty((len(sentences), v.shape[0]))
+    centres = np.asarray(context_centres(key.centring, emb, key.centre)) if key.centring != "none" else None
     device = sampler_device(sampler)  # the generator lives on the model's device
     for t in range(len(sentences)):
         gen = torch_generator(_detect_seed(seed, t), device)
         cands = list(sampler.sample(context_for(prompt, sentences[:t]), n, gen))
         if len(cands) != n:
             raise PMarkValueError(f"sampler returned {len(cands)} candidates, {n} were requested")
-        med[t] = hd_median(embed(encoder, [c.text for c in cands], v.shape[1]) @ v.T, axis=0)
+        cand_emb = embed(encoder, [c.text for c in cands], v.shape[1])
+        proxies = cand_emb @ v.T if centres is None else np.asarray(centred_proxies(v, cand_emb, centres[t]))
+        med[t] = hd_median(proxies, axis=0)
         if progress is not None:
             progress(t)
     return med
@@ -144,7 +152,7 @@ def detect(
     delta: float = 0.001,
     K: float = 150.0,
     alpha: float = 0.01,
-    test: str = "hard",
+    test: str | None = None,
     channels: int | None = None,
     seed: int = 0,
     min_sentences: int = 2,
@@ -168,7 +176,9 @@ def detect(
       n_candidates: ``N`` resampled per position (online).
       delta, K: soft-count margin ``δ`` and smoothing ``K`` (paper: 0.001, 150).
       alpha: level in (0, 1).
-      test: ``"hard"`` or ``"soft"`` — which p-value is ``p_value`` (PMark modes).
+      test: which p-value is ``p_value`` (PMark modes): ``"hard"`` (exact binomial over keys, X3),
+        ``"per_key"`` (offline, calibrated key: conservative Poisson-binomial null of THIS key, K1) or
+        ``"soft"``. ``None`` (default): ``"hard"``; a calibrated key's detection reports ``"per_key"`` beside it.
       channels: use the first ``b`` channels of the key (must match generation).
       seed: seed of the online resampling.
       min_sentences: fewer evidence sentences give "not enough evidence".
@@ -223,7 +233,7 @@ def detect_many(
     delta: float = 0.001,
     K: float = 150.0,
     alpha: float = 0.01,
-    test: str = "hard",
+    test: str | None = None,
     channels: int | None = None,
     seed: int = 0,
     min_sentences: int = 2,
@@ -258,8 +268,7 @@ def detect_many(
         raise PMarkValueError("texts must be a sequence of texts (use detect() for one text), got a str")
     if mode not in DETECT_MODES:
         raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
-    if test not in ("hard", "soft"):
-        raise PMarkValueError(f"test must be 'hard' or 'soft', got {test!r}")
+    test = resolve_test(key, mode, test)
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     min_sentences = check_positive_int("min_sentences", min_sentences)
     if soft_resolution is not None:
@@ -301,14 +310,17 @@ def detect_many(
         ]
 
     v = key.pivots()[:b]
-    f = np.concatenate([emb[lo:hi] @ v.T for lo, hi in itertools.pairwise(bounds)])  # [ΣT, b]
+    centring = key.centring  # the calibration's centring (K1), "none" for an uncalibrated key
+    f = np.concatenate(
+        [centred_text_proxies(v, emb[lo:hi], centring, key.centre) for lo, hi in itertools.pairwise(bounds)]
+    )  # [ΣT, b]
     if mode == "online":
         m = np.concatenate(
             [
-                _online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress)
+                _online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress, key, emb[lo:hi])
                 if s
                 else np.zeros((0, b))
-                for s in split
+                for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
             ]
         )
     else:
@@ -322,6 +334,7 @@ def detect_many(
     n_green = np.where(n_bits > 0, n_green, 0)  # reduceat repeats a value at an empty segment
     p_hard = np.atleast_1d(hard_count_pvalue(n_green, n_bits))
     z_hard = np.atleast_1d(hard_count_z(n_green, n_bits))
+    p_key = per_key_statistics(key, mode, b, n_green, np.asarray(lengths), key_bits)
     out = []
     for i, (sentences, lo, hi) in enumerate(zip(split, bounds[:-1], bounds[1:], strict=True)):
         t_len = len(sentences)
@@ -330,7 +343,7 @@ def detect_many(
             settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
         else:
             settings["median_rule"] = "0"
-        settings.update(delta=float(delta), K=float(K))
+        settings.update(delta=float(delta), K=float(K), centring=centring)
         stats_ = _pmark_statistics(
             int(n_green[i]),
             int(n_bits[i]),
@@ -340,6 +353,8 @@ def detect_many(
             a[lo:hi],
             soft_resolution,
         )
+        if p_key is not None:
+            stats_["per_key"] = {**p_key[1], "p_value": float(p_key[0][i])}
         evidence = _pmark_evidence(
             sentences, f[lo:hi], m[lo:hi], bits[lo:hi], hard[lo:hi], soft[lo:hi], a[lo:hi]
         )

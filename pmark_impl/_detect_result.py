@@ -40,6 +40,7 @@ VERDICT_NOT_ENOUGH = "not enough evidence"
 #: ``docs/security.md`` ("The soft statistics") for what the soft p-value and the paper's z still reveal.
 TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
     "hard": ("n_green", "p_value", "z"),
+    "per_key": ("p_value", "confidence", "centring"),
     "soft": ("p_value", "calibrated"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
     "green_count": ("n_green", "gamma", "p_value"),
@@ -88,7 +89,8 @@ class DetectionResult:
       verdict: ``"watermarked"`` (``p_value <= alpha``), ``"no watermark detected"`` or ``"not enough evidence"``.
       p_value: the p-value of the chosen ``test`` (1 when there is not enough evidence).
       alpha: the level.
-      test: ``"hard"`` (exact binomial) or ``"soft"`` (calibrated soft count); SemStamp: ``"green-count"``.
+      test: ``"hard"`` (exact binomial over keys), ``"per_key"`` (calibrated key, K1) or ``"soft"`` (calibrated
+        soft count); SemStamp: ``"green-count"``.
       mode: detection mode.
       n_sentences: ``T``.
       n_bits: ``bT`` (SemStamp: ``T``).

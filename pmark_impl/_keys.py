@@ -11,7 +11,8 @@ objects are (computationally) independent of each other and of the text:
     independent of the bits; a user ``seed`` makes runs reproducible);
   * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines.
 
-Key files are JSON ``{"format": "pmark-key", "version": 1, "encoder", "dim", "channels", "secret": hex}``,
+Key files are JSON ``{"format": "pmark-key", "version": 1, "encoder", "dim", "channels", "secret": hex}``
+(version 2 adds ``"calibration"``: the proxy centre and per-channel null sign counts, K1, ``pmark calibrate``),
 written atomically with mode 0600 and never pickled; a file that group or others may read is refused on load
 (unless ``allow_insecure=True``). The secret never appears in ``repr``, logs or errors.
 """
@@ -25,12 +26,13 @@ import json
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pmark_impl._calibration import KeyCalibration, calibration_from_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
@@ -49,10 +51,13 @@ __all__ = [
 ]
 
 KEY_FORMAT = "pmark-key"
-KEY_VERSION = 1
+KEY_VERSION = 2
+#: Versions this pmark reads (1: no calibration).
+KEY_VERSIONS = (1, 2)
 SECRET_BYTES = 32
-#: Key files are tiny; anything larger is not a key file (guards against reading a huge file by mistake).
-_MAX_KEY_FILE_BYTES = 1 << 16
+#: Key files are small (a calibrated key holds a ``d``-vector: ~25 bytes per entry); anything larger is not a key
+#: file (guards against reading a huge file by mistake).
+_MAX_KEY_FILE_BYTES = 1 << 21
 #: Bounds of a key *file* (:func:`check_key_shape`): encoder dimension ``d`` and channels ``b``.
 MAX_KEY_DIM = 1 << 16
 MAX_KEY_CHANNELS = 64
@@ -71,12 +76,15 @@ class WatermarkKey:
       encoder: name of the sentence encoder the key was made for.
       dim: embedding dimension ``d`` of that encoder.
       channels: number of channels ``b`` (``1 <= b <= d``).
+      calibration: the proxy centre and per-channel null sign counts from a human corpus (K1), or ``None``
+        (uncentred proxies, the paper's rule; the key-averaged binomial test only).
     """
 
     secret: bytes
     encoder: str
     dim: int
     channels: int
+    calibration: KeyCalibration | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
@@ -87,6 +95,14 @@ class WatermarkKey:
         channels = check_bits(self.channels, dim)
         object.__setattr__(self, "dim", dim)
         object.__setattr__(self, "channels", channels)
+        cal = self.calibration
+        if cal is not None and (
+            not isinstance(cal, KeyCalibration) or (cal.dim, cal.channels) != (dim, channels)
+        ):
+            raise PMarkValueError(
+                f"calibration must be a KeyCalibration for d = {dim}, b = {channels}"
+                + (f", got d = {cal.dim}, b = {cal.channels}" if isinstance(cal, KeyCalibration) else "")
+            )
 
     # ----------------------------------------------------------------------------------------------------------
     @classmethod
@@ -111,7 +127,7 @@ class WatermarkKey:
     def __repr__(self) -> str:
         return (
             f"WatermarkKey(encoder={self.encoder!r}, dim={self.dim}, channels={self.channels}, "
-            f"fingerprint={self.fingerprint!r}, secret=<redacted>)"
+            f"fingerprint={self.fingerprint!r}, centring={self.centring!r}, secret=<redacted>)"
         )
 
     __str__ = __repr__
@@ -119,11 +135,12 @@ class WatermarkKey:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, WatermarkKey):
             return NotImplemented
-        return hmac.compare_digest(self.secret, other.secret) and (self.encoder, self.dim, self.channels) == (
-            other.encoder,
-            other.dim,
-            other.channels,
-        )
+        return hmac.compare_digest(self.secret, other.secret) and (
+            self.encoder,
+            self.dim,
+            self.channels,
+            self.calibration,
+        ) == (other.encoder, other.dim, other.channels, other.calibration)
 
     def __hash__(self) -> int:
         return hash((self.fingerprint, self.encoder, self.dim, self.channels))
@@ -155,8 +172,25 @@ class WatermarkKey:
 
     @property
     def fingerprint(self) -> str:
-        """A short public identifier of the key (16 hex digits of ``HMAC(secret, "fingerprint")``)."""
-        return self.prf("fingerprint", 8).hex()
+        """A short public identifier of the key as used: 16 hex digits of ``HMAC(secret, "fingerprint")``, or of
+        ``HMAC(secret, "fingerprint/<calibration digest>")`` for a calibrated key (K1)."""
+        if self.calibration is None:
+            return self.prf("fingerprint", 8).hex()
+        return self.prf(f"fingerprint/{self.calibration.digest}", 8).hex()
+
+    @property
+    def centring(self) -> str:
+        """The proxy centring rule: the calibration's, or ``"none"`` (:mod:`pmark_theory._centring`)."""
+        return "none" if self.calibration is None else self.calibration.centring
+
+    @property
+    def centre(self) -> np.ndarray:
+        """``[d]`` the reference mean ``μ`` of the calibration (zeros without one)."""
+        return np.zeros(self.dim) if self.calibration is None else self.calibration.centre
+
+    def with_calibration(self, calibration: KeyCalibration | None) -> WatermarkKey:
+        """The same secret with ``calibration`` (``None`` removes it)."""
+        return replace(self, calibration=calibration)
 
     # ----------------------------------------------------------------------------------------------------------
     def pivots(self) -> np.ndarray:
@@ -248,14 +282,16 @@ def check_key_shape(dim: Any, channels: Any) -> tuple[int, int]:
 
 
 def _key_to_json(key: WatermarkKey) -> str:
-    doc = {
+    doc: dict[str, Any] = {
         "format": KEY_FORMAT,
-        "version": KEY_VERSION,
+        "version": 1 if key.calibration is None else KEY_VERSION,
         "encoder": key.encoder,
         "dim": key.dim,
         "channels": key.channels,
         "secret": key.secret.hex(),
     }
+    if key.calibration is not None:
+        doc["calibration"] = key.calibration.to_json_dict()
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -333,12 +369,13 @@ def _parse_key_document(raw: bytes, path: Path) -> dict:
     if not isinstance(doc, dict) or doc.get("format") != KEY_FORMAT:
         raise KeyFileError(f'{path} is not a PMark key file (expected "format": "{KEY_FORMAT}")')
     version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version != KEY_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in KEY_VERSIONS:
         shown = repr(version) if len(repr(version)) <= 40 else f"{repr(version)[:37]}..."
         raise KeyFileError(
-            f"key file {path} has unsupported version {shown} (this pmark reads version {KEY_VERSION})"
+            f"key file {path} has unsupported version {shown} (this pmark reads versions {', '.join(map(str, KEY_VERSIONS))})"
         )
-    unknown = sorted(str(k)[:40] for k in doc if k not in _FIELDS)
+    fields = _FIELDS + (("calibration",) if version >= 2 else ())
+    unknown = sorted(str(k)[:40] for k in doc if k not in fields)
     if unknown:
         raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
     return doc
@@ -349,7 +386,7 @@ def load_key(
 ) -> WatermarkKey:
     """Read a JSON key file written by :func:`save_key`.
 
-    At most 64 KiB are read, only from a regular file (symbolic links resolved); the document must have
+    At most 2 MiB are read, only from a regular file (symbolic links resolved); the document must have
     exactly the fields ``format`` (``"pmark-key"``), ``version`` (1), ``encoder`` (a printable string),
     ``dim`` and ``channels`` (integers, not bools, within :func:`check_key_shape`) and ``secret``
     (64 hexadecimal digits). A leading UTF-8 byte-order mark is accepted; ``NaN``/``Infinity`` are not.
@@ -390,7 +427,10 @@ def load_key(
     if not _HEX.issuperset(secret_hex):
         raise KeyFileError(f"key file {path}: the secret is not hexadecimal")
     try:
-        key = WatermarkKey(secret=bytes.fromhex(secret_hex), encoder=encoder, dim=dim, channels=channels)
+        cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)
+        key = WatermarkKey(
+            secret=bytes.fromhex(secret_hex), encoder=encoder, dim=dim, channels=channels, calibration=cal
+        )
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None
     if expected_dim is not None and key.dim != expected_dim:

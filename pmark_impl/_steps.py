@@ -27,6 +27,7 @@ from pmark_theory._cell_rules import (
     lsh_cells,
     lsh_margin_ok,
 )
+from pmark_theory._centring import centred_proxies
 from pmark_theory._rules import RULES, offline_scores, select_from_mask
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -113,6 +114,11 @@ def _offline_choice(
 _max_score = jax.jit(lambda proxies, bits: jnp.max(offline_scores(proxies, bits)))
 
 
+def _proxies(v: np.ndarray, emb: np.ndarray, centre: np.ndarray | None) -> np.ndarray:
+    """``F = (E − c_t) V^T`` by the shared rule (K1); uncentred ``E V^T`` when ``centre`` is ``None``."""
+    return emb @ v.T if centre is None else np.asarray(centred_proxies(v, emb, centre))
+
+
 def _selectable(mask: Any) -> tuple[int, ...]:
     return tuple(int(i) for i in np.flatnonzero(np.asarray(mask)))
 
@@ -126,6 +132,7 @@ def online_step(
     v: np.ndarray,
     bits: np.ndarray,
     n: int,
+    centre: np.ndarray | None = None,
 ) -> StepOutput:
     """Online PMark (C10, E5/E6): ``N`` candidates in one batched call, ``b`` balanced rank halvings.
 
@@ -137,12 +144,13 @@ def online_step(
       v: pivots ``[b, d]``.
       bits: the key's bits ``r_(t, ·)`` ``[b]``.
       n: ``N``, a multiple of ``2**b``.
+      centre: ``[d]`` proxy centre ``c_t`` of this position (K1, :func:`pmark_theory.step_centre`), or ``None``.
 
     Returns:
       :data:`StepOutput`; ``matches = b`` (all halvings), one trial, no fallback.
     """
     cands = _draw(sampler, context, n, gen)
-    proxies = embed(encoder, [c.text for c in cands], v.shape[1]) @ v.T
+    proxies = _proxies(v, embed(encoder, [c.text for c in cands], v.shape[1]), centre)
     chosen, mask = _online_choice(rng, jnp.asarray(proxies), jnp.asarray(bits))
     return cands, int(chosen), _selectable(mask), int(v.shape[0]), 1, False
 
@@ -157,6 +165,7 @@ def offline_step(
     bits: np.ndarray,
     n: int,
     batch: int,
+    centre: np.ndarray | None = None,
 ) -> StepOutput:
     """Offline PMark (E7, law X2): batches of ``batch``, stop at the first perfect match count ``h = b``.
 
@@ -164,6 +173,7 @@ def offline_step(
       rng, sampler, encoder, context, gen, v, bits: as :func:`online_step`.
       n: ``N``, the most candidates drawn.
       batch: candidates per sampler call.
+      centre: as :func:`online_step`.
 
     Returns:
       :data:`StepOutput`; ``matches`` is the output's match count ``h_r``.
@@ -179,7 +189,7 @@ def offline_step(
         m = min(batch, n - len(cands))
         new = _draw(sampler, context, m, gen)
         cands += new
-        blocks.append(embed(encoder, [c.text for c in new], v.shape[1]) @ v.T)
+        blocks.append(_proxies(v, embed(encoder, [c.text for c in new], v.shape[1]), centre))
         if int(_max_score(jnp.asarray(blocks[-1]), jnp.asarray(bits))) == b:
             break
     proxies = np.concatenate(blocks)

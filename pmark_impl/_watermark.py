@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._steps import cell_function, cell_step, embed, margin_function, offline_step, online_step
@@ -36,6 +37,7 @@ from pmark_impl._types import (
     StepInfo,
 )
 from pmark_theory._cell_rules import check_margin
+from pmark_theory._centring import step_centre
 from pmark_theory._validate import (
     PMarkValueError,
     check_green_size,
@@ -214,6 +216,8 @@ def generate(
     clear_fn = margin_function(key, mode, lsh_dim, n_clusters, margin) if cell_fn is not None else None
 
     device = sampler_device(sampler)
+    centring = key.centring if mode in ("online", "offline") else "none"
+    chosen_emb: list[np.ndarray] = []  # embeddings of the output sentences, for the running centre (K1)
     sentences: list[str] = []
     steps: list[StepInfo] = []
     for t in range(max_sentences):
@@ -221,10 +225,11 @@ def generate(
         gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"), device)
         rng = jax.random.key(key.derive_seed(f"generate/{seed}/{t}/choice"))
         bits = key.bits(t)[:b]
+        centre = None if centring == "none" else np.asarray(step_centre(centring, chosen_emb, key.centre))
         if mode == "online":
-            out = online_step(rng, sampler, encoder, context, gen, v, bits, n)
+            out = online_step(rng, sampler, encoder, context, gen, v, bits, n, centre)
         elif mode == "offline":
-            out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch)
+            out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch, centre)
         else:
             green = key.green_set(t, n_cells, g)
             out = cell_step(
@@ -248,6 +253,8 @@ def generate(
         steps.append(info)
         if text:
             sentences.append(text)
+            if centring == "context":  # embedded as detection will embed it: the sentence's normal form
+                chosen_emb.append(embed(encoder, [text], key.dim)[0])
         if progress is not None:
             progress(info)
         if not text or cand.outcome == "eos":

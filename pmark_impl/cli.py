@@ -5,9 +5,11 @@
                    [--encoder E] [--device cpu|cuda|mps] [--max-sentences T] [--seed S] [--out FILE]
                    [--provenance FILE] [--force] [--allow-insecure-key] (PROMPT | --prompt-file FILE)
     pmark detect   --key KEY [--mode offline|online|semstamp|ksemstamp] [--prompt P | --prompt-file FILE]
-                   [--n N] [--alpha A] [--test hard|soft] [--evidence] [--device D] [--allow-insecure-key]
+                   [--n N] [--alpha A] [--test hard|per_key|soft] [--evidence] [--device D] [--allow-insecure-key]
                    [--provenance FILE | --no-provenance]
                    FILE             (FILE may be "-" for stdin; prints a JSON verdict)
+    pmark calibrate KEY --out NEW_KEY [--corpus builtin|FILE] [--centring context|global] [--report DIR]
+                   (centred proxies + per-key null from human text; held-out FPR report, K1)
 
 ``generate --out TEXT`` also writes the provenance record ``TEXT.pmark.json`` (mode, N, b, seed, models,
 prompt, key fingerprint, per-sentence steps; :mod:`pmark_impl._provenance`); ``detect TEXT`` follows it, and a
@@ -303,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     Errors are one line; every number is range-checked (:mod:`pmark_impl._cli_parser`).
     """
     from pmark_impl._cli_attacks import cmd_attack, cmd_attacks
+    from pmark_impl._cli_calibrate import cmd_calibrate
 
     handlers = {
         "keygen": _cmd_keygen,
@@ -311,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
         "detect": _cmd_detect,
         "attacks": cmd_attacks,
         "attack": cmd_attack,
+        "calibrate": cmd_calibrate,
     }
     return _cli_parser.build_parser(handlers, EXTERNAL_COMMANDS)
 

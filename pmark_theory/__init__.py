@@ -20,6 +20,13 @@ from pmark_theory._cell_rules import (
     simmark_green,
     simmark_proxy,
 )
+from pmark_theory._centring import (
+    CENTRING_MODES,
+    centred_proxies,
+    check_centring,
+    context_centres,
+    step_centre,
+)
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import (
     calibrated_soft_pvalue,
@@ -63,6 +70,14 @@ from pmark_theory._offline import (
     offline_single_channel_positive_mass,
     offline_single_channel_tv,
     offline_tv,
+)
+from pmark_theory._per_key_test import (
+    channel_sign_bounds,
+    per_key_match_bounds,
+    per_key_pvalue,
+    per_key_pvalues,
+    poisson_binomial_pmf,
+    poisson_binomial_sf,
 )
 from pmark_theory._rules import (
     NEGATIVE_CONTROL_RULES,

@@ -169,7 +169,7 @@ def keygen_args(*args: str) -> Callable[[Path], list[str]]:
 # (id, argv builder, expected exit status, text the one stderr line must contain)
 CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     # ---- key files -------------------------------------------------------------------------------------------
-    ("key-nesting-1e5", detect_with_key(lambda t: _key_bytes(t, "[" * 10**5)), 2, "too large"),
+    ("key-nesting-1e5", detect_with_key(lambda t: _key_bytes(t, "[" * 10**5)), 2, "nested too deeply"),
     ("key-nesting-3e4", detect_with_key(lambda t: _key_bytes(t, "[" * 30_000)), 2, "nested too deeply"),
     ("key-nested-dict", detect_with_key(lambda t: _key_bytes(t, '{"a":' * 12_000)), 2, "nested too deeply"),
     ("key-5000-digit-dim", detect_with_key(lambda t: _key_bytes(t, _raw_doc(dim="9" * 5000))), 2, "corrupt"),
@@ -213,7 +213,8 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         2,
         "missing the field 'encoder'",
     ),
-    ("key-version-2", detect_with_key(lambda t: _key_doc(t, version=2)), 2, "unsupported version 2"),
+    ("key-version-3", detect_with_key(lambda t: _key_doc(t, version=3)), 2, "unsupported version 3"),
+    ("key-v2-bad-calibration", detect_with_key(lambda t: _key_doc(t, version=2, calibration=[1])), 2, "calibration"),
     ("key-version-string", detect_with_key(lambda t: _key_doc(t, version="1")), 2, "unsupported version '1'"),
     (
         "key-version-huge",
@@ -259,7 +260,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("key-directory", detect_with_key(lambda t: _folder(t, "keydir")), 2, "is a directory"),
     ("key-dev-zero-link", detect_with_key(lambda t: _zero_link(t, "zero.key")), 2, "is a character device"),
     ("key-fifo", detect_with_key(lambda t: _fifo(t, "fifo.key")), 2, "is a FIFO"),
-    ("key-over-64k", detect_with_key(lambda t: _sparse(t, "big.key", (1 << 16) + 1)), 2, "too large"),
+    ("key-over-2MiB", detect_with_key(lambda t: _sparse(t, "big.key", (1 << 21) + 1)), 2, "too large"),
     ("key-missing", detect_with_key(lambda t: str(t / "none.key")), 2, "does not exist"),
     ("key-mode-0644", detect_with_key(lambda t: _key_doc(t, mode=0o644)), 2, "accessible by group or others"),
     ("key-mode-0604", detect_with_key(lambda t: _key_doc(t, mode=0o604)), 2, "(mode 0604)"),

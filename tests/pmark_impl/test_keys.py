@@ -138,7 +138,7 @@ def test_save_and_load_round_trip_with_owner_only_permissions(tmp_path):
     doc = json.loads(path.read_text())
     assert doc == {
         "format": KEY_FORMAT,
-        "version": KEY_VERSION,
+        "version": 1,  # an uncalibrated key is written as version 1 (readable by older pmark)
         "encoder": "fake-encoder",
         "dim": 16,
         "channels": 4,
@@ -182,7 +182,8 @@ def _doc(**changes):
         (b"\xff\xfe\x00", "corrupt \\(not UTF-8"),
         ("[1, 2]", "not a PMark key file"),
         (_doc(format="other"), "not a PMark key file"),
-        (_doc(version=2), "unsupported version 2"),
+        (_doc(version=3), "unsupported version 3"),
+        (_doc(calibration={}), "unknown field"),  # version 1 has no calibration
         (_doc(version=True), "unsupported version"),
         (_doc(version=...), "unsupported version None"),
         (_doc(secret="ab" * 31), "64 hexadecimal digits"),
@@ -262,8 +263,8 @@ def test_load_reads_regular_files_only_and_never_more_than_the_limit(tmp_path):
     assert load_key(link) == _key(14)  # a symbolic link to a regular key file is resolved
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:
-        fh.truncate((1 << 16) + 1)
-    with pytest.raises(KeyFileError, match="too large \\(more than 65536 bytes\\)"):
+        fh.truncate((1 << 21) + 1)
+    with pytest.raises(KeyFileError, match="too large \\(more than 2097152 bytes\\)"):
         load_key(big)
 
 

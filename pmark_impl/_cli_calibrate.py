@@ -1,0 +1,203 @@
+"""``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl._calibrate`).
+
+Reads the key, embeds a human corpus (the built-in one — prose that ships with CPython — or ``--corpus FILE``),
+writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an existing one without ``--force``;
+the input key is never modified), prints the held-out report as JSON and, with ``--report DIR``, writes
+``report.json``, ``report.md`` and ``calibration.png`` there atomically. A key whose held-out false-positive
+rate is significantly above α is refused unless ``--accept-high-fpr``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["add_calibrate_parser", "cmd_calibrate", "format_report"]
+
+
+def add_calibrate_parser(
+    sub: Any, handler: Callable[[argparse.Namespace], int], float_type: Any, int_type: Any
+) -> None:
+    """Add the ``calibrate`` subcommand to ``sub``."""
+    p = sub.add_parser(
+        "calibrate",
+        help="centre a key's proxies on human text and measure its false-positive rate on held-out text",
+    )
+    p.add_argument("key", metavar="KEY", help="the key file to calibrate (not modified)")
+    p.add_argument("--out", required=True, metavar="NEW_KEY", help="the calibrated key file to create")
+    p.add_argument(
+        "--corpus",
+        default="builtin",
+        metavar="FILE",
+        help="human reference corpus: 'builtin' (prose shipping with Python, default), a .jsonl file or plain "
+        "text with documents separated by blank lines",
+    )
+    p.add_argument("--field", default=None, help="text field of a .jsonl corpus (default 'text')")
+    p.add_argument(
+        "--centring",
+        choices=["context", "global"],
+        default="context",
+        help="proxy centring rule (default context)",
+    )
+    p.add_argument(
+        "--text-sentences", type=int_type(2, 1000), default=8, help="sentences per held-out text (default 8)"
+    )
+    p.add_argument(
+        "--held-out",
+        type=float_type(0, 1, open_lo=True, open_hi=True),
+        default=0.5,
+        help="share of documents held out (default 0.5)",
+    )
+    p.add_argument("--encoder", default=None, help="encoder name or path (default: the key's)")
+    p.add_argument("--device", default=None, help="device of the encoder (cpu, cuda, cuda:N, mps)")
+    p.add_argument(
+        "--report", default=None, metavar="DIR", help="write report.json, report.md, calibration.png"
+    )
+    p.add_argument("--force", action="store_true", help="overwrite --out / report files (regular files only)")
+    p.add_argument(
+        "--accept-high-fpr", action="store_true", help="write the key even if its held-out FPR is above alpha"
+    )
+    p.add_argument("--allow-insecure-key", action="store_true", help="accept a key file readable by others")
+    p.set_defaults(func=handler)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """``report.md``: the held-out FPRs, sign balance and offline TV before and after calibration."""
+    lines = [
+        "# Key calibration (K1)",
+        "",
+        f"Corpus `{report['corpus']}` (fingerprint {report['corpus_fingerprint']}): "
+        f"{report['n_documents']['calibration']} calibration documents ({report['n_calibration_sentences']} "
+        f"sentences), {report['n_held_out_texts']} held-out texts of {report['text_sentences']} sentences "
+        f"(one per document). Centring: `{report['centring']}`.",
+        "",
+        "| key | test | alpha | FPR | 95% CI |",
+        "|---|---|---|---|---|",
+    ]
+    for when in ("before", "after"):
+        for test, by_alpha in report[when]["fpr"].items():
+            for a, r in by_alpha.items():
+                lo, hi = r["interval"]
+                lines.append(
+                    f"| {when} | {test} | {a} | {r['rate']:.3f} ({r['rejected']}/{r['n_texts']}) | [{lo:.3f}, {hi:.3f}] |"
+                )
+    lines += ["", "| key | sign balance p_j (held out) | offline TV, N = 16 / 64 (X2) |", "|---|---|---|"]
+    for when in ("before", "after"):
+        m = report[when]
+        tv = " / ".join(f"{x:.4f}" for x in m["offline_tv"].values())
+        lines.append(f"| {when} | {', '.join(f'{x:.3f}' for x in m['sign_balance'])} | {tv} |")
+    lines += [
+        "",
+        f"Verdict: {report.get('verdict', ['?', ''])[0]} — {report.get('verdict', ['', ''])[1]}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _figure(report: dict[str, Any]) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
+    b = len(report["before"]["sign_balance"])
+    x = np.arange(b)
+    ax1.bar(x - 0.2, report["before"]["sign_balance"], 0.4, label="uncentred")
+    ax1.bar(x + 0.2, report["after"]["sign_balance"], 0.4, label=f"centred ({report['centring']})")
+    ax1.axhline(0.5, color="k", lw=0.8)
+    ax1.set(xlabel="channel j", ylabel="P(proxy > 0) on held-out text", ylim=(0, 1), xticks=x)
+    ax1.legend(fontsize=8)
+    labels, rates, errs = [], [], []
+    for when in ("before", "after"):
+        for test, by_alpha in report[when]["fpr"].items():
+            for a, r in by_alpha.items():
+                labels.append(f"{when}\n{test}\nα={a}")
+                rates.append(r["rate"])
+                errs.append([r["rate"] - r["interval"][0], r["interval"][1] - r["rate"]])
+    pos = np.arange(len(rates))
+    ax2.errorbar(pos, rates, yerr=np.array(errs).T, fmt="o", capsize=3)
+    for a in {float(a) for a in report["after"]["fpr"]["hard"]}:
+        ax2.axhline(a, color="grey", lw=0.6, ls="--")
+    ax2.set_xticks(pos, labels, fontsize=6)
+    ax2.set(ylabel="held-out false-positive rate")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Handler of ``pmark calibrate``."""
+    from pmark_impl import cli
+    from pmark_impl._calibrate import calibrate_key, fpr_verdict
+    from pmark_impl._cli_files import CLIError, check_can_write
+    from pmark_impl._corpus import builtin_documents, read_corpus
+    from pmark_impl._keys import load_key, save_key
+    from pmark_impl._steps import embed
+    from pmark_theory._files import write_atomic
+
+    check_can_write(args.out, args.force, "key file")
+    report_dir = Path(args.report) if args.report else None
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("report.json", "report.md", "calibration.png"):
+            check_can_write(str(report_dir / name), args.force, "report file")
+    key = load_key(args.key, allow_insecure=args.allow_insecure_key)
+    if args.corpus == "builtin":
+        documents, corpus = builtin_documents(), "builtin"
+    else:
+        documents, corpus = read_corpus(args.corpus, field=args.field), Path(args.corpus).name
+    from pmark_impl._cli_provenance import device_kwargs
+
+    encoder = cli._encoder_for_key(key, args.encoder, args.key, **device_kwargs(args))
+
+    def embed_fn(sentences: list[str]) -> np.ndarray:
+        bar = cli._progress_bar(len(sentences), "pmark calibrate: embedding")
+        parts = []
+        try:
+            for i in range(0, len(sentences), 256):
+                parts.append(embed(encoder, sentences[i : i + 256], key.dim))
+                bar.update(len(parts[-1]))
+        finally:
+            bar.close()
+        return np.concatenate(parts) if parts else np.zeros((0, key.dim))
+
+    new_key, report = calibrate_key(
+        key,
+        encoder,
+        documents,
+        centring=args.centring,
+        text_sentences=args.text_sentences,
+        held_out_fraction=args.held_out,
+        corpus=corpus,
+        embed_fn=embed_fn,
+    )
+    status, reason = fpr_verdict(report)
+    report["verdict"] = [status, reason]
+    if report_dir is not None:
+        write_atomic(
+            report_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode(), force=args.force
+        )
+        write_atomic(report_dir / "report.md", format_report(report).encode(), force=args.force)
+        write_atomic(report_dir / "calibration.png", _figure(report), force=args.force)
+    if status == "refuse" and not args.accept_high_fpr:
+        raise CLIError(f"{reason} (no key written; --accept-high-fpr writes it anyway)")
+    if status != "ok":
+        print(f"pmark: warning: {reason}", file=sys.stderr)
+    try:
+        save_key(new_key, args.out, force=args.force)
+    except FileExistsError:
+        raise CLIError(f"key file {args.out} already exists (use --force to overwrite)") from None
+    sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    print(f"pmark: wrote calibrated key {args.out} (fingerprint {new_key.fingerprint})", file=sys.stderr)
+    return 0
