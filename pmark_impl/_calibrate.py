@@ -192,13 +192,13 @@ def _calibration_for(key, cal_texts, centre, centring, text_sentences, corpus, d
 
 
 def fpr_verdict(report: dict[str, Any]) -> tuple[str, str]:
-    """``("ok" | "warn" | "refuse", one-line reason)`` for the calibrated key's default test (per-key).
+    """``("ok" | "warn" | "refuse", one-line reason)`` for the calibrated key's default test (``"hard"``).
 
     ``"refuse"``: at some α the Clopper–Pearson lower bound of the held-out FPR exceeds α (the key rejects
     human text significantly more often than promised); ``"warn"``: the point estimate exceeds α.
     """
     worst = ("ok", "the held-out false-positive rate is within alpha at every level")
-    for a, rec in report["after"]["fpr"]["per_key"].items():
+    for a, rec in report["after"]["fpr"]["hard"].items():
         lo = rec["interval"][0]
         if lo > float(a):
             return "refuse", (

@@ -149,6 +149,13 @@ _CAL_FIELDS = (
 )
 
 
+def _finite(x: float) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:  # a JSON integer beyond the float range
+        return False
+
+
 def calibration_from_json(doc: Any, dim: int, channels: int) -> KeyCalibration:
     """Parse and check a key file's ``"calibration"`` object.
 
@@ -177,7 +184,7 @@ def calibration_from_json(doc: Any, dim: int, channels: int) -> KeyCalibration:
         raise PMarkValueError(
             f"'calibration.centre' must be a list of {dim} numbers (the key's dimension), got {got}"
         )
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in centre):
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x) for x in centre):
         raise PMarkValueError("'calibration.centre' must hold finite numbers only")
     pos = doc["n_positive"]
     if not isinstance(pos, list) or len(pos) != channels:
@@ -261,6 +268,10 @@ def resolve_test(key: Any, mode: str, test: str | None) -> str:
         raise PMarkValueError(f"test must be one of {', '.join(PMARK_TESTS)}, got {test!r}")
     if test == "per_key" and not calibrated:
         raise PMarkValueError("test 'per_key' needs a calibrated key (run pmark calibrate KEY --out NEW_KEY)")
+    if test == "per_key" and getattr(key, "seeding", "position") != "position":
+        raise PMarkValueError(
+            "test 'per_key' assumes positional bits; this key uses context seeds (use 'resample')"
+        )
     if test == "per_key" and mode != "offline":
         raise PMarkValueError(f"test 'per_key' applies to offline detection only, not mode {mode!r}")
     return test
@@ -285,7 +296,12 @@ def per_key_statistics(
     from pmark_theory._per_key_test import channel_sign_bounds, per_key_pvalues
 
     cal = getattr(key, "calibration", None)
-    if cal is None or mode != "offline" or len(lengths) == 0:
+    if (
+        cal is None
+        or mode != "offline"
+        or len(lengths) == 0
+        or getattr(key, "seeding", "position") != "position"
+    ):
         return None
     p_lo, p_hi = channel_sign_bounds(np.asarray(cal.n_positive[:b]), cal.n_total, DEFAULT_CONFIDENCE)
     p = per_key_pvalues(n_green, lengths, key_bits, p_lo, p_hi)

@@ -98,6 +98,21 @@ def build_parser(
         metavar="b",
         help=f"number of channels b, 1..min(d, {MAX_KEY_CHANNELS}) (default 4)",
     )
+    p.add_argument(
+        "--seeding",
+        choices=["position", "context"],
+        default="position",
+        help="where each sentence's key bits come from: its position (default, the paper) or the previous "
+        "sentences' embedding (robust to sentence deletion and insertion; detection then uses the "
+        "key-resampling p-value, Z1-Z4)",
+    )
+    p.add_argument(
+        "--seed-window",
+        type=int_type(1, 64),
+        default=1,
+        metavar="W",
+        help="context seeding window (default 1)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing key file (regular files only)")
     p.set_defaults(func=handlers["keygen"])
 

@@ -326,7 +326,10 @@ def detect_many(
     else:
         m = np.zeros_like(f)
     key_bits = key.bits_matrix(max(lengths, default=0))[:, :b]  # r_(t, ·) depends on the position t only
-    bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
+    if key.seeding == "position":
+        bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
+    else:  # context seeds (Z1): the bits of sentence t come from the text's previous sentences
+        bits = np.concatenate([key.text_bits(emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)])
     hard, soft, a = (np.asarray(x) for x in _evidence(f, m, bits, float(delta), float(K)))
 
     n_bits = b * np.asarray(lengths, dtype=np.int64)

@@ -6,15 +6,18 @@ objects are (computationally) independent of each other and of the text:
   * ``"pivots"``: seed of the Haar pivots ``V = haar_pivots(seed, d, b)`` ``[b, d]`` (E18);
   * ``"bits/{t}"``: the channel bits ``r_(t, j)``, ``j = 1..b``, of sentence position ``t`` — a keyed PRF of
     the position only, never of the text, so for any fixed text the bits are iid ``Bern(½)`` over keys and the
-    hard count is exactly ``Binomial(bT, ½)`` (X3; context-derived seeds would break this, E13);
+    hard count is exactly ``Binomial(bT, ½)`` (X3) — the default ``seeding = "position"``;
+  * ``"seeds/zeta"``: with ``seeding = "context"`` (Z1–Z4), ``b`` seed vectors ``ζ`` uniform in the orthogonal
+    complement of the pivots (``pmark_theory._seeds.complement_frame``): the bits of sentence ``t >= 1`` are
+    ``1{<ζ_i, mean of the w previous embeddings> > 0}``, so deleting a sentence breaks one position, not all
+    later ones; the hard count is then no longer exactly binomial (Z3), and detection uses the
+    key-resampling p-value;
   * ``"generate/{seed}/{t}/…"``: sampling and tie-break/choice randomness of generation (separate labels, so
     independent of the bits; a user ``seed`` makes runs reproducible);
   * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines.
 
-Key files are JSON ``{"format": "pmark-key", "version": 1, "encoder", "dim", "channels", "secret": hex}``
-(version 2 adds ``"calibration"``: the proxy centre and per-channel null sign counts, K1, ``pmark calibrate``),
-written atomically with mode 0600 and never pickled; a file that group or others may read is refused on load
-(unless ``allow_insecure=True``). The secret never appears in ``repr``, logs or errors.
+Key files (:mod:`pmark_impl._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
+secret never appears in ``repr``, logs or errors.
 """
 
 from __future__ import annotations
@@ -22,18 +25,24 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import json
-import os
 import secrets
-import stat
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pmark_impl._calibration import KeyCalibration, calibration_from_json
-from pmark_theory._files import UserFileError, read_bounded, write_atomic
+from pmark_impl._calibration import KeyCalibration
+from pmark_impl._key_files import (
+    KEY_FORMAT,
+    KEY_VERSION,
+    MAX_KEY_CHANNELS,
+    MAX_KEY_DIM,
+    SECRET_BYTES,
+    KeyFileError,
+    check_key_shape,
+    load_key,
+    save_key,
+)
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
 
@@ -50,22 +59,6 @@ __all__ = [
     "save_key",
 ]
 
-KEY_FORMAT = "pmark-key"
-KEY_VERSION = 2
-#: Versions this pmark reads (1: no calibration).
-KEY_VERSIONS = (1, 2)
-SECRET_BYTES = 32
-#: Key files are small (a calibrated key holds a ``d``-vector: ~25 bytes per entry); anything larger is not a key
-#: file (guards against reading a huge file by mistake).
-_MAX_KEY_FILE_BYTES = 1 << 21
-#: Bounds of a key *file* (:func:`check_key_shape`): encoder dimension ``d`` and channels ``b``.
-MAX_KEY_DIM = 1 << 16
-MAX_KEY_CHANNELS = 64
-
-
-class KeyFileError(ValueError):
-    """A key file is missing, unreadable, corrupt, of another format/version, or does not fit the encoder."""
-
 
 @dataclass(frozen=True, eq=False, repr=False)
 class WatermarkKey:
@@ -78,6 +71,8 @@ class WatermarkKey:
       channels: number of channels ``b`` (``1 <= b <= d``).
       calibration: the proxy centre and per-channel null sign counts from a human corpus (K1), or ``None``
         (uncentred proxies, the paper's rule; the key-averaged binomial test only).
+      seeding: ``"position"`` (default, the paper) or ``"context"`` (Z1–Z4; needs ``2b <= d``).
+      seed_window: ``w``, the previous sentences whose mean embedding seeds the bits (context seeding).
     """
 
     secret: bytes
@@ -85,6 +80,8 @@ class WatermarkKey:
     dim: int
     channels: int
     calibration: KeyCalibration | None = None
+    seeding: str = "position"
+    seed_window: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
@@ -102,6 +99,18 @@ class WatermarkKey:
             raise PMarkValueError(
                 f"calibration must be a KeyCalibration for d = {dim}, b = {channels}"
                 + (f", got d = {cal.dim}, b = {cal.channels}" if isinstance(cal, KeyCalibration) else "")
+            )
+        if self.seeding not in ("position", "context"):
+            raise PMarkValueError(f"seeding must be 'position' or 'context', got {self.seeding!r}")
+        if (
+            isinstance(self.seed_window, bool)
+            or not isinstance(self.seed_window, int)
+            or self.seed_window < 1
+        ):
+            raise PMarkValueError(f"seed_window must be an integer >= 1, got {self.seed_window!r}")
+        if self.seeding == "context" and 2 * channels > dim:
+            raise PMarkValueError(
+                f"context seeding needs 2b <= d (b seed vectors beside b pivots), got b = {channels}, d = {dim}"
             )
 
     # ----------------------------------------------------------------------------------------------------------
@@ -127,7 +136,8 @@ class WatermarkKey:
     def __repr__(self) -> str:
         return (
             f"WatermarkKey(encoder={self.encoder!r}, dim={self.dim}, channels={self.channels}, "
-            f"fingerprint={self.fingerprint!r}, centring={self.centring!r}, secret=<redacted>)"
+            f"fingerprint={self.fingerprint!r}, centring={self.centring!r}, seeding={self.seeding!r}, "
+            "secret=<redacted>)"
         )
 
     __str__ = __repr__
@@ -140,7 +150,9 @@ class WatermarkKey:
             self.dim,
             self.channels,
             self.calibration,
-        ) == (other.encoder, other.dim, other.channels, other.calibration)
+            self.seeding,
+            self.seed_window,
+        ) == (other.encoder, other.dim, other.channels, other.calibration, other.seeding, other.seed_window)
 
     def __hash__(self) -> int:
         return hash((self.fingerprint, self.encoder, self.dim, self.channels))
@@ -174,9 +186,12 @@ class WatermarkKey:
     def fingerprint(self) -> str:
         """A short public identifier of the key as used: 16 hex digits of ``HMAC(secret, "fingerprint")``, or of
         ``HMAC(secret, "fingerprint/<calibration digest>")`` for a calibrated key (K1)."""
-        if self.calibration is None:
-            return self.prf("fingerprint", 8).hex()
-        return self.prf(f"fingerprint/{self.calibration.digest}", 8).hex()
+        label = "fingerprint"
+        if self.calibration is not None:
+            label += f"/{self.calibration.digest}"
+        if self.seeding != "position":
+            label += f"/seeds/{self.seeding}/{self.seed_window}"
+        return self.prf(label, 8).hex()
 
     @property
     def centring(self) -> str:
@@ -209,6 +224,38 @@ class WatermarkKey:
             raise PMarkValueError(f"t (sentence position) must be an integer >= 0, got {t!r}")
         raw = np.frombuffer(self.prf(f"bits/{int(t)}", (self.channels + 7) // 8), dtype=np.uint8)
         return np.unpackbits(raw)[: self.channels].astype(np.int32)
+
+    def seed_vectors(self, b: int | None = None) -> np.ndarray:
+        """``ζ`` float64 ``[b, d]``: orthonormal, orthogonal to all the key's pivots, jointly Haar with them (Z1)."""
+        b = self.channels if b is None else b
+        return np.array(_cached_seed_vectors(self.secret, self.dim, self.channels))[:b]
+
+    def text_bits(self, embeddings: np.ndarray, b: int | None = None) -> np.ndarray:
+        """The bits ``[T, b]`` of a text's sentences under this key's seeding (positional, or context: Z1).
+
+        Args:
+          embeddings: ``[T, d]`` the text's sentence embeddings in order (unused by positional seeding).
+          b: channels used (default all).
+        """
+        b = self.channels if b is None else b
+        emb = np.asarray(embeddings, dtype=np.float64).reshape(-1, self.dim)
+        if self.seeding == "position":
+            return self.bits_matrix(emb.shape[0])[:, :b]
+        from pmark_theory._seeds import context_seed_bits
+
+        return np.asarray(context_seed_bits(self.seed_vectors(b), emb, self.seed_window, self.bits(0)[:b]))
+
+    def step_bits(self, t: int, previous: np.ndarray, b: int | None = None) -> np.ndarray:
+        """The bits ``[b]`` of sentence ``t`` given the embeddings ``[t, d]`` of the sentences before it.
+
+        Equal to ``text_bits(E)[t]`` for any ``E`` whose first ``t`` rows are ``previous`` (generation uses
+        this, detection :meth:`text_bits`).
+        """
+        b = self.channels if b is None else b
+        if self.seeding == "position" or t == 0:
+            return self.bits(t)[:b]
+        prev = np.asarray(previous, dtype=np.float64).reshape(-1, self.dim)
+        return self.text_bits(np.vstack([prev, np.zeros((1, self.dim))]), b)[-1]
 
     def bits_matrix(self, n_positions: int) -> np.ndarray:
         """``r_(t, j)`` for ``t = 0..T-1``: int32 ``[T, b]`` (``T = 0`` gives ``[0, b]``)."""
@@ -252,196 +299,20 @@ def _jitted_green_set() -> Any:
 
 
 @functools.lru_cache(maxsize=32)
+def _cached_seed_vectors(secret: bytes, dim: int, channels: int) -> np.ndarray:
+    import jax
+
+    from pmark_theory._seeds import complement_frame
+
+    seed = int.from_bytes(hmac.new(secret, b"seeds/zeta", hashlib.sha256).digest()[:8], "big") >> 1
+    z = np.asarray(complement_frame(jax.random.key(seed), _cached_pivots(secret, dim, channels), channels))
+    z.setflags(write=False)
+    return z
+
+
+@functools.lru_cache(maxsize=32)
 def _cached_pivots(secret: bytes, dim: int, channels: int) -> np.ndarray:
     seed = int.from_bytes(hmac.new(secret, b"pivots", hashlib.sha256).digest(), "big")
     v = haar_pivots(np.random.default_rng(seed), dim, channels)
     v.setflags(write=False)
     return v
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Key files.
-# --------------------------------------------------------------------------------------------------------------
-def check_key_shape(dim: Any, channels: Any) -> tuple[int, int]:
-    """Check the shape of a key that goes to or comes from a file: ``1 <= d <= 65536``, ``1 <= b <= min(d, 64)``.
-
-    In-memory keys (:class:`WatermarkKey`) only need ``1 <= b <= d``; a key *file* is bounded so that a typo
-    (``--dim 10**12``) cannot produce a key that no encoder or sampler can ever use (online mode needs
-    ``N >= 2**b`` candidates per sentence).
-
-    Raises:
-      PMarkValueError: ``dim`` or ``channels`` is not an integer (bools are refused) or out of range.
-    """
-    dim = check_positive_int("dim", dim)
-    if dim > MAX_KEY_DIM:
-        raise PMarkValueError(f"dim must be an integer in 1..{MAX_KEY_DIM}, got {dim}")
-    channels = check_bits(channels, dim)
-    if channels > MAX_KEY_CHANNELS:
-        raise PMarkValueError(f"b (channels) must be an integer in 1..{MAX_KEY_CHANNELS}, got {channels}")
-    return dim, channels
-
-
-def _key_to_json(key: WatermarkKey) -> str:
-    doc: dict[str, Any] = {
-        "format": KEY_FORMAT,
-        "version": 1 if key.calibration is None else KEY_VERSION,
-        "encoder": key.encoder,
-        "dim": key.dim,
-        "channels": key.channels,
-        "secret": key.secret.hex(),
-    }
-    if key.calibration is not None:
-        doc["calibration"] = key.calibration.to_json_dict()
-    return json.dumps(doc, indent=2) + "\n"
-
-
-def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = False) -> Path:
-    """Write ``key`` as a JSON key file, atomically, readable by the owner only (mode 0600).
-
-    The file is written to a temporary file in the same folder and moved into place, so a crash never leaves
-    a half-written key. Without ``force`` an existing file is never replaced (the move is a hard link, which
-    fails if the target exists); with ``force`` only a regular file is replaced — a device node, FIFO,
-    directory or symbolic link never is.
-
-    Args:
-      key: the key (its shape must pass :func:`check_key_shape`).
-      path: destination.
-      force: replace an existing regular file.
-
-    Returns:
-      The path written.
-
-    Raises:
-      FileExistsError: ``path`` exists and ``force`` is false.
-      KeyFileError: ``path`` exists and is not a regular file, its folder does not exist, or the key's shape
-        is out of the key-file bounds.
-      OSError: the folder is not writable.
-    """
-    try:
-        check_key_shape(key.dim, key.channels)
-    except PMarkValueError as exc:
-        raise KeyFileError(f"cannot write key file {path}: {exc}") from None
-    try:
-        return write_atomic(path, _key_to_json(key).encode("utf-8"), force=force, mode=0o600, what="key file")
-    except UserFileError as exc:
-        raise KeyFileError(str(exc)) from None
-
-
-_FIELDS = ("format", "version", "encoder", "dim", "channels", "secret")
-_MAX_ENCODER_NAME = 1024
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
-def _field(doc: dict, name: str, kind: type, path: Path) -> Any:
-    if name not in doc:
-        raise KeyFileError(f"key file {path} is missing the field {name!r}")
-    value = doc[name]
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise KeyFileError(f"key file {path}: field {name!r} must be an integer, got {type(value).__name__}")
-    if kind is str and not isinstance(value, str):
-        raise KeyFileError(f"key file {path}: field {name!r} must be a string, got {type(value).__name__}")
-    return value
-
-
-def _parse_key_document(raw: bytes, path: Path) -> dict:
-    try:
-        text = raw.decode("utf-8-sig")  # a leading UTF-8 byte-order mark is accepted
-    except UnicodeDecodeError as exc:
-        raise KeyFileError(
-            f"key file {path} is corrupt (not UTF-8 text: invalid byte at offset {exc.start})"
-        ) from None
-    if not text.strip():
-        raise KeyFileError(f"key file {path} is empty")
-    try:
-        doc = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise KeyFileError(
-            f"key file {path} is corrupt (invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except RecursionError:
-        raise KeyFileError(f"key file {path} is corrupt (JSON nested too deeply)") from None
-    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4300 digits
-        raise KeyFileError(f"key file {path} is corrupt ({str(exc).split(':')[0]})") from None
-    if not isinstance(doc, dict) or doc.get("format") != KEY_FORMAT:
-        raise KeyFileError(f'{path} is not a PMark key file (expected "format": "{KEY_FORMAT}")')
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version not in KEY_VERSIONS:
-        shown = repr(version) if len(repr(version)) <= 40 else f"{repr(version)[:37]}..."
-        raise KeyFileError(
-            f"key file {path} has unsupported version {shown} (this pmark reads versions {', '.join(map(str, KEY_VERSIONS))})"
-        )
-    fields = _FIELDS + (("calibration",) if version >= 2 else ())
-    unknown = sorted(str(k)[:40] for k in doc if k not in fields)
-    if unknown:
-        raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
-    return doc
-
-
-def load_key(
-    path: str | os.PathLike[str], expected_dim: int | None = None, *, allow_insecure: bool = False
-) -> WatermarkKey:
-    """Read a JSON key file written by :func:`save_key`.
-
-    At most 2 MiB are read, only from a regular file (symbolic links resolved); the document must have
-    exactly the fields ``format`` (``"pmark-key"``), ``version`` (1), ``encoder`` (a printable string),
-    ``dim`` and ``channels`` (integers, not bools, within :func:`check_key_shape`) and ``secret``
-    (64 hexadecimal digits). A leading UTF-8 byte-order mark is accepted; ``NaN``/``Infinity`` are not.
-
-    Args:
-      path: the key file.
-      expected_dim: the dimension of the encoder that will be used; a different ``dim`` in the file raises.
-      allow_insecure: accept a key file that group or others may access (mode ``& 0o077 != 0``). By default
-        such a file is refused: the secret may already be known to other users (fix: ``chmod 600 KEY``).
-
-    Returns:
-      The key.
-
-    Raises:
-      KeyFileError: the file is missing or unreadable, not a regular file, too large, not valid UTF-8 JSON,
-        not a ``pmark-key`` file, of an unsupported version, has a malformed secret or fields, its ``dim``
-        differs from ``expected_dim``, or it is accessible by group/others without ``allow_insecure``.
-        Messages never contain the secret.
-    """
-    path = Path(path)
-    raw, st = read_bounded(path, limit=_MAX_KEY_FILE_BYTES, what="key file", error=KeyFileError)
-    doc = _parse_key_document(raw, path)
-    encoder = _field(doc, "encoder", str, path)
-    if not encoder or len(encoder) > _MAX_ENCODER_NAME or not encoder.isprintable():
-        raise KeyFileError(
-            f"key file {path}: field 'encoder' must be a non-empty printable string of at most "
-            f"{_MAX_ENCODER_NAME} characters"
-        )
-    dim = _field(doc, "dim", int, path)
-    channels = _field(doc, "channels", int, path)
-    try:
-        dim, channels = check_key_shape(dim, channels)
-    except PMarkValueError as exc:
-        raise KeyFileError(f"key file {path} is invalid: {exc}") from None
-    secret_hex = _field(doc, "secret", str, path)
-    if len(secret_hex) != 2 * SECRET_BYTES:
-        raise KeyFileError(f"key file {path}: the secret must be {2 * SECRET_BYTES} hexadecimal digits")
-    if not _HEX.issuperset(secret_hex):
-        raise KeyFileError(f"key file {path}: the secret is not hexadecimal")
-    try:
-        cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)
-        key = WatermarkKey(
-            secret=bytes.fromhex(secret_hex), encoder=encoder, dim=dim, channels=channels, calibration=cal
-        )
-    except (PMarkValueError, ValueError) as exc:
-        raise KeyFileError(f"key file {path} is invalid: {exc}") from None
-    if expected_dim is not None and key.dim != expected_dim:
-        raise KeyFileError(
-            f"key file {path} was made for a {key.dim}-dimensional encoder ({key.encoder!r}), "
-            f"but the encoder in use has dimension {expected_dim}"
-        )
-    if os.name == "posix" and st.st_mode & 0o077 and not allow_insecure:
-        raise KeyFileError(
-            f"key file {path} is accessible by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
-            f"its secret may be known to other users: run chmod 600 {path}, or pass --allow-insecure-key "
-            "(allow_insecure=True) to use it anyway"
-        )
-    return key

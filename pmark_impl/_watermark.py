@@ -224,7 +224,7 @@ def generate(
         context = context_for(prompt, sentences)
         gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"), device)
         rng = jax.random.key(key.derive_seed(f"generate/{seed}/{t}/choice"))
-        bits = key.bits(t)[:b]
+        bits = key.step_bits(t, np.asarray(chosen_emb).reshape(-1, key.dim), b)  # positional or context (Z1)
         centre = None if centring == "none" else np.asarray(step_centre(centring, chosen_emb, key.centre))
         if mode == "online":
             out = online_step(rng, sampler, encoder, context, gen, v, bits, n, centre)
@@ -253,7 +253,7 @@ def generate(
         steps.append(info)
         if text:
             sentences.append(text)
-            if centring == "context":  # embedded as detection will embed it: the sentence's normal form
+            if "context" in (centring, key.seeding):  # embedded as detection embeds it: the normal form
                 chosen_emb.append(embed(encoder, [text], key.dim)[0])
         if progress is not None:
             progress(info)

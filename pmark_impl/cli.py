@@ -1,6 +1,6 @@
 """The ``pmark`` command line: ``keygen``, ``generate``, ``detect``, ``demo``, and dispatch to other packages' commands.
 
-    pmark keygen   --out KEY [--encoder NAME] [--dim D] [--channels b] [--force]
+    pmark keygen   --out KEY [--encoder NAME] [--dim D] [--channels b] [--seeding position|context] [--force]
     pmark generate --key KEY [--mode offline|online|semstamp|ksemstamp] [--n N] [--channels b] [--model M]
                    [--encoder E] [--device cpu|cuda|mps] [--max-sentences T] [--seed S] [--out FILE]
                    [--provenance FILE] [--force] [--allow-insecure-key] (PROMPT | --prompt-file FILE)
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import os
 import sys
@@ -152,6 +153,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
         name, dim = str(getattr(encoder, "name", args.encoder)), int(encoder.dim)
     dim, channels = check_key_shape(dim, args.channels)
     key = WatermarkKey.generate(None, name, dim, channels)
+    if args.seeding != "position":
+        key = dataclasses.replace(key, seeding=args.seeding, seed_window=args.seed_window)
     try:
         save_key(key, args.out, force=args.force)
     except FileExistsError:
