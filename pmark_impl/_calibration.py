@@ -81,6 +81,10 @@ class KeyCalibration:
         centre.setflags(write=False)
         object.__setattr__(self, "centre", centre)
         n_total = check_positive_int("n_total", self.n_total)
+        if n_total > 2**53:
+            raise PMarkValueError(
+                f"n_total must be at most 2**53 (a count of corpus sentences), got {n_total}"
+            )
         pos = tuple(int(check_positive_int("n_positive", n, minimum=0)) for n in self.n_positive)
         if not pos or any(n > n_total for n in pos):
             raise PMarkValueError(f"n_positive must hold one count in 0..{n_total} per channel, got {pos}")

@@ -148,8 +148,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     check_can_write(args.out, args.force, "key file")
     report_dir = Path(args.report) if args.report else None
-    if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
+    if report_dir is not None and report_dir.is_dir():  # created only when the report is written
         for name in ("report.json", "report.md", "calibration.png"):
             check_can_write(str(report_dir / name), args.force, "report file")
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
@@ -185,6 +184,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     status, reason = fpr_verdict(report)
     report["verdict"] = [status, reason]
     if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(
             report_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode(), force=args.force
         )
