@@ -15,7 +15,6 @@ from scipy import stats
 
 from pmark_impl._keys import (
     KEY_FORMAT,
-    KEY_VERSION,
     MAX_KEY_CHANNELS,
     MAX_KEY_DIM,
     KeyFileError,

@@ -53,6 +53,6 @@ def test_context_seeds_keep_more_evidence_after_deletions(models):
     )
     assert r["by_k"][0]["position"]["match_fraction"][0] > 0.8  # both watermark well with no attack
     assert r["by_k"][0]["context"]["match_fraction"][0] > 0.8
-    diff, lo, _ = r["by_k"][2]["difference"]
+    _, lo, _ = r["by_k"][2]["difference"]
     assert lo > 0, r["by_k"][2]
     assert plot_deletion_robustness(r) is not None
