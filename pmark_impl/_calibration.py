@@ -250,11 +250,12 @@ def sign_counts(
 
 
 #: The tests :func:`pmark_impl.detect` knows for PMark modes.
-PMARK_TESTS = ("hard", "per_key", "soft")
+PMARK_TESTS = ("hard", "per_key", "resample", "soft")
 
 
 def resolve_test(key: Any, mode: str, test: str | None) -> str:
-    """The test a detection uses: ``test``, or ``"hard"`` by default (K1).
+    """The test a detection uses: ``test``, or by default ``"resample"`` for a context-seeded key offline (Z3:
+    the binomial test is not exact there), else ``"hard"`` (K1).
 
     With a calibrated key the default stays the binomial test on the CENTRED proxies: on held-out human text
     (40 keys, MiniLM, context centring) its worst per-key FPR is within its Clopper–Pearson interval of α and
@@ -266,8 +267,14 @@ def resolve_test(key: Any, mode: str, test: str | None) -> str:
         calibration measures signs against 0; online compares to an LM median, which it does not model).
     """
     calibrated = getattr(key, "calibration", None) is not None
+    context_seeded = getattr(key, "seeding", "position") == "context"
     if test is None:
-        return "hard"
+        return "resample" if context_seeded and mode == "offline" else "hard"
+    if test == "resample" and not (context_seeded and mode == "offline"):
+        raise PMarkValueError(
+            "test 'resample' applies to offline detection with a context-seeded key (pmark keygen --seeding "
+            "context); positional keys have the exact binomial test"
+        )
     if test not in PMARK_TESTS:
         raise PMarkValueError(f"test must be one of {', '.join(PMARK_TESTS)}, got {test!r}")
     if test == "per_key" and not calibrated:

@@ -275,7 +275,7 @@ def build_parser(
     )
     p.add_argument(
         "--test",
-        choices=["hard", "per_key", "soft"],
+        choices=["hard", "per_key", "resample", "soft"],
         default=None,
         help="hard (exact binomial over keys), per_key (offline with a calibrated key: this key's own "
         "conservative null, K1; reported beside hard for such a key) or calibrated soft (computed and "

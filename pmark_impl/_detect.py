@@ -62,6 +62,7 @@ from pmark_impl._detect_result import (
     verdict as _verdict,
 )
 from pmark_impl._keys import WatermarkKey
+from pmark_impl._seed_detect import resample_statistics
 from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
@@ -338,6 +339,13 @@ def detect_many(
     p_hard = np.atleast_1d(hard_count_pvalue(n_green, n_bits))
     z_hard = np.atleast_1d(hard_count_z(n_green, n_bits))
     p_key = per_key_statistics(key, mode, b, n_green, np.asarray(lengths), key_bits)
+    p_res = (
+        resample_statistics(
+            key, mode, b, split, [emb[lo:hi] for lo, hi in itertools.pairwise(bounds)], n_green, seed
+        )
+        if test == "resample"
+        else None
+    )
     out = []
     for i, (sentences, lo, hi) in enumerate(zip(split, bounds[:-1], bounds[1:], strict=True)):
         t_len = len(sentences)
@@ -358,6 +366,10 @@ def detect_many(
         )
         if p_key is not None:
             stats_["per_key"] = {**p_key[1], "p_value": float(p_key[0][i])}
+        if p_res is not None:
+            stats_["resample"] = {**p_res[1], "p_value": float(p_res[0][i])}
+        if key.seeding != "position":
+            stats_["hard"]["note"] = "not exact with context seeds (Z3): decide by the resample p-value"
         evidence = _pmark_evidence(
             sentences, f[lo:hi], m[lo:hi], bits[lo:hi], hard[lo:hi], soft[lo:hi], a[lo:hi]
         )

@@ -39,8 +39,9 @@ VERDICT_NOT_ENOUGH = "not enough evidence"
 #: derived from them, nothing per sentence or channel (S1). The soft block has no ``n_green``: see
 #: ``docs/security.md`` ("The soft statistics") for what the soft p-value and the paper's z still reveal.
 TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
-    "hard": ("n_green", "p_value", "z"),
+    "hard": ("n_green", "p_value", "z", "note"),
     "per_key": ("p_value", "confidence", "centring"),
+    "resample": ("p_value", "n_resamples", "window"),
     "soft": ("p_value", "calibrated"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
     "green_count": ("n_green", "gamma", "p_value"),

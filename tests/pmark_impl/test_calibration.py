@@ -525,7 +525,7 @@ def test_per_key_test_needs_a_calibrated_key_and_offline_mode(offline_text):
         detect(base, gen.text, enc, mode="offline", test="per_key")
     with pytest.raises(PMarkValueError, match="offline detection only, not mode 'online'"):
         detect(key, gen.text, enc, mode="online", sampler=FakeSampler(UNIVERSE), test="per_key")
-    with pytest.raises(PMarkValueError, match="test must be one of hard, per_key, soft"):
+    with pytest.raises(PMarkValueError, match="test must be one of hard, per_key, resample, soft"):
         detect(key, gen.text, enc, mode="offline", test="perkey")
 
 

@@ -256,7 +256,7 @@ def test_semstamp_text_is_detected(enc64, mode):
     ("kwargs", "match"),
     [
         ({"mode": "paper"}, "mode must be one of"),
-        ({"test": "z"}, "test must be one of hard, per_key, soft"),
+        ({"test": "z"}, "test must be one of hard, per_key, resample, soft"),
         ({"alpha": 0.0}, "alpha must lie in"),
         ({"alpha": 1.0}, "alpha must lie in"),
         ({"mode": "online"}, "online detection needs a sampler"),
