@@ -261,6 +261,7 @@ def resampling_pvalue(
     """
     check_jax_key("rng", rng)
     emb = check_finite("embeddings", embeddings, ndim=2)
+    b = _check_b(b, emb.shape[1])
     if isinstance(observed_count, bool) or not float(observed_count).is_integer():
         raise PMarkValueError(f"observed_count must be an integer, got {observed_count!r}")
     if not 0 <= observed_count <= b * emb.shape[0]:

@@ -21,14 +21,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import special, stats
 
 import pmark_theory
+from pmark_theory import _centring as _cen
 from pmark_theory import _detection as _det
 from pmark_theory import _geometry as _geo
 from pmark_theory import _key_recovery as _kr
+from pmark_theory import _seed_resampling as _sres
+from pmark_theory import _seeds as _sds
 from pmark_theory import _semstamp as _sem
 from pmark_theory._rules import SelectionRule, offline_mask, online_mask
 from proofs_checks.checks import (
@@ -188,9 +192,44 @@ def _primes_repeated(k: int) -> list[int]:
     return [2, *_PRIMES(k - 1)] if k > 1 else _PRIMES(k)
 
 
+def _centring_no_op(mode: str, embeddings: Any, centre: Any) -> Any:
+    """Centres ``c_t = 0`` whatever the mode: every centring rule silently behaves like ``"none"``."""
+    return jnp.zeros_like(jnp.asarray(embeddings, dtype=jnp.float64))
+
+
 def _soft_null_mean_doubled(a: Any) -> float:
     """The paper's z null mean ``2√n·mean(a)`` (mis-normalised: ``Σ a_i`` over ``√(n/4)``)."""
     return 2.0 * _SOFT_NULL_MEAN(a)
+
+
+def _resample_positional_bits(
+    rng: Any, embeddings: Any, centres: Any, b: int, window: int, bits_fn: Any
+) -> Any:
+    """A null draw of Z3's resampler whose bits are iid fair per (t, j) (positional) instead of 1{<ζ, c_t> > 0}."""
+    key = _sres.draw_context_key(rng, jnp.shape(embeddings)[-1], b)
+    iid = lambda zeta, emb, w, first: jax.random.bernoulli(  # noqa: E731
+        jax.random.fold_in(rng, 1), 0.5, (emb.shape[0], b)
+    ).astype(jnp.int32)
+    return _sres.context_seed_count(key, embeddings, window, centres, iid)
+
+
+def _resample_frames_fixed(rng: Any, embeddings: Any, centres: Any, b: int, window: int, bits_fn: Any) -> Any:
+    """A null draw of Z3's resampler that redraws only r_0: one (V, ζ) shared by every resample (bits held fixed)."""
+    d = jnp.shape(embeddings)[-1]
+    key = _sres.draw_context_key(jax.random.key(0), d, b)._replace(
+        first_bits=_sres.draw_context_key(rng, d, b).first_bits
+    )
+    return _sres.context_seed_count(key, embeddings, window, centres, bits_fn)
+
+
+def _context_bits_from_position(zeta: Any, embeddings: Any, window: int, first_bits: Any) -> Any:
+    """Context seeds degraded to positional: row t is 1{<ζ, p_t> > 0} with p_t a fixed direction of the position t."""
+    t_len, d = jnp.shape(embeddings)
+    pos = jax.vmap(lambda t: jax.random.normal(jax.random.fold_in(jax.random.key(0), t), (d,)))(
+        jnp.arange(1, t_len)
+    )
+    later = (pos @ jnp.asarray(zeta, dtype=jnp.float64).T > 0).astype(jnp.int32)
+    return jnp.concatenate([jnp.asarray(first_bits, dtype=jnp.int32).reshape(1, -1), later], axis=0)
 
 
 # ------------------------------------------------------------------------------------------ the table
@@ -343,11 +382,38 @@ MUTATIONS: dict[str, list[Mutation]] = {
             "proofs_checks.checks._geometry_checks.cosine_tail",
         )
     ],
+    "K1": [
+        Mutation(
+            "centring made a no-op: context_centres returns c_t = 0 for every mode",
+            lambda mp: mp.setattr(_cen, "context_centres", _centring_no_op),
+            "pmark_theory._centring.context_centres",
+        )
+    ],
     "S1": [
         Mutation(
             "the default detector output level changed from the total count to per-channel matches",
             lambda mp: mp.setattr(_kr, "DEFAULT_OUTPUT_LEVEL", "channel"),
             "pmark_theory._key_recovery.DEFAULT_OUTPUT_LEVEL",
+        )
+    ],
+    "Z3": [
+        Mutation(
+            "the key resampler draws the bits iid fair per (t, j) (positional seeds, X3's null) instead of "
+            "recomputing them from the text's contexts with a fresh ζ",
+            lambda mp: mp.setattr(_sres, "resample_count", _resample_positional_bits),
+            "pmark_theory._seed_resampling.resample_count",
+        ),
+        Mutation(
+            "the key resampler redraws only the first sentence's bits r_0: one (V, ζ) shared by every resample",
+            lambda mp: mp.setattr(_sres, "resample_count", _resample_frames_fixed),
+            "pmark_theory._seed_resampling.resample_count",
+        ),
+    ],
+    "Z4": [
+        Mutation(
+            "context seeds computed from the position: c_t replaced by a fixed direction of t (positional seeds)",
+            lambda mp: mp.setattr(_sds, "context_seed_bits", _context_bits_from_position),
+            "pmark_theory._seeds.context_seed_bits",
         )
     ],
 }
