@@ -71,6 +71,7 @@ from pmark_theory._offline import (
     offline_single_channel_tv,
     offline_tv,
 )
+from pmark_theory._per_key_fpr import per_key_count_pmf, per_key_fpr, per_key_fpr_law
 from pmark_theory._per_key_test import (
     channel_sign_bounds,
     per_key_match_bounds,
@@ -95,6 +96,15 @@ from pmark_theory._rules import (
     online_survivors,
     select_from_mask,
     signs,
+)
+from pmark_theory._seed_resampling import resampled_counts, resampling_pvalue
+from pmark_theory._seeds import (
+    SEEDING_MODES,
+    cell_seed_bits,
+    complement_frame,
+    context_seed_bits,
+    lsh_cell_index,
+    window_means,
 )
 from pmark_theory._semstamp import (
     semstamp_distortion_free_condition,
