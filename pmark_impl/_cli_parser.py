@@ -195,6 +195,13 @@ def build_parser(
         "LSH normals (ksemstamp: top-1 minus top-2 centroid cosine) is below R (default 0: none)",
     )
     p.add_argument(
+        "--green-seeding",
+        choices=["position", "cell"],
+        default="position",
+        help="semstamp/ksemstamp green sets keyed by the sentence position (default) or by the previous "
+        "sentence's cell (the reference implementations); recorded in the provenance",
+    )
+    p.add_argument(
         "--out",
         default=None,
         metavar="FILE",
@@ -261,6 +268,13 @@ def build_parser(
         metavar="FILE",
         help="the provenance record to follow (default: FILE.pmark.json beside the text, when it exists); "
         "a flag that contradicts it is an error",
+    )
+    p.add_argument(
+        "--green-seeding",
+        choices=["position", "cell"],
+        default=None,
+        help="semstamp/ksemstamp green sets keyed by position or by the previous sentence's cell (default: "
+        "the record's, else position)",
     )
     p.add_argument(
         "--no-provenance",

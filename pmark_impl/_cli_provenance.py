@@ -4,7 +4,7 @@ Kept out of :mod:`pmark_impl.cli` so that its handlers stay thin. ``generate``: 
 ``--provenance FILE`` or, with ``--out TEXT``, to ``TEXT.pmark.json`` (both checked before any model is loaded,
 never overwritten without ``--force``). ``detect``: ``--provenance FILE``, else ``FILE.pmark.json`` beside the
 text when it exists (``--no-provenance`` ignores it); its mode, channels, prompt, ``N``, encoder, model, sampler
-and SemStamp settings are used, and a flag that says otherwise is an error (:func:`resolve_detection`). Without
+and SemStamp settings (``green_seeding`` included) are used, and a flag that says otherwise is an error (:func:`resolve_detection`). Without
 a record, detection uses the flags or their defaults (offline, ``N = 16``, empty prompt).
 """
 
@@ -110,22 +110,31 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
         "temperature": ("--temperature", args.temperature),
         "top_p": ("--top-p", args.top_p),
     }
+    seeding = getattr(args, "green_seeding", None)
     prov, path = provenance_for_detection(args)
     if prov is None:
         out = {
             name: (flag_value if flag_value is not None else DETECT_DEFAULTS[name])
             for name, (_, flag_value) in explicit.items()
         }
-        out.update(sampler_kwargs={}, detect_kwargs={}, provenance=None)
+        out.update(
+            sampler_kwargs={},
+            detect_kwargs={} if seeding is None else {"green_seeding": seeding},
+            provenance=None,
+        )
         return out
-    resolved = resolve_detection(prov, key, path or "", explicit)
+    resolved = resolve_detection(
+        prov, key, path or "", {**explicit, "green_seeding": ("--green-seeding", seeding)}
+    )
     out = {name: resolved[name] for name in DETECT_DEFAULTS}
     out["model"] = _loader_model_name(resolved["model"])
     if explicit["encoder"][1] is None and out["encoder"] == key.encoder:
         out["encoder"] = None  # the key's own encoder: load it as usual
     cap = prov.sampling.get("max_sentence_tokens")
     out["sampler_kwargs"] = {"max_sentence_tokens": cap} if cap not in (None, _DEFAULT_CAP) else {}
-    out["detect_kwargs"] = {k: v for k, v in resolved.items() if k in ("lsh_dim", "n_clusters", "gamma")}
+    out["detect_kwargs"] = {
+        k: v for k, v in resolved.items() if k in ("lsh_dim", "n_clusters", "gamma", "green_seeding")
+    }
     out["provenance"] = path
     return out
 
@@ -153,7 +162,7 @@ def resolve_detection(
       path: the record's file, for messages.
       explicit: ``setting -> (flag, value)`` of the flags the user gave (``None`` values are ignored), with
         settings among ``mode``, ``channels``, ``n_candidates``, ``prompt``, ``encoder``, ``model``,
-        ``temperature``, ``top_p``.
+        ``temperature``, ``top_p``, ``green_seeding``.
 
     Returns:
       ``{"mode", "channels", "n_candidates", "prompt", "encoder", "model", "temperature", "top_p"}`` from the
@@ -165,6 +174,7 @@ def resolve_detection(
     """
     prov.check_key(key, path)
     out = prov.detect_kwargs()
+    out.setdefault("green_seeding", "position")  # PMark modes, and SemStamp records written before the field
     out.update(
         encoder=prov.encoder,
         model=prov.model,

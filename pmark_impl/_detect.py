@@ -64,7 +64,7 @@ from pmark_impl._detect_result import (
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._seed_detect import resample_statistics
 from pmark_impl._steps import embed
-from pmark_impl._types import SentenceEncoder, SentenceSampler
+from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seeding
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
 from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
 from pmark_theory._centring import centred_proxies, context_centres
@@ -163,6 +163,7 @@ def detect(
     soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
+    green_seeding: str = "position",
 ) -> DetectionResult:
     """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13).
 
@@ -191,6 +192,10 @@ def detect(
         faster (2^14: ~50 ms at 48 bits, 2^8: ~1 ms) and more conservative.
       progress: called with ``t`` after each online resampling.
       splitter: sentence splitter (default ``pmark_impl._segment.split_sentences``).
+      green_seeding: SemStamp modes: ``"position"`` (default) or ``"cell"`` (green set of sentence ``t >= 1``
+        keyed by the cell of the text's sentence ``t - 1``; must match generation). With ``"cell"`` the
+        binomial p-value is approximate when a previous cell repeats (positions then share a green set):
+        ``statistics["green_count"]`` reports ``repeated_cells`` and a ``note``.
 
     Returns:
       :class:`DetectionResult`.
@@ -219,6 +224,7 @@ def detect(
         soft_resolution=soft_resolution,
         progress=progress,
         splitter=splitter,
+        green_seeding=green_seeding,
     )[0]
 
 
@@ -244,6 +250,7 @@ def detect_many(
     soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
+    green_seeding: str = "position",
 ) -> list[DetectionResult]:
     """:func:`detect` on many texts: one encoder call over all their sentences, counts and p-values vectorised.
 
@@ -256,7 +263,7 @@ def detect_many(
       texts: the texts (each a string, or its sentences as a list).
       encoder: the key's encoder (``dim == key.dim``).
       mode, sampler, prompt, n_candidates, delta, K, alpha, test, channels, seed, min_sentences, lsh_dim,
-        n_clusters, gamma, soft_resolution, splitter: as in :func:`detect`, shared by all texts.
+        n_clusters, gamma, soft_resolution, splitter, green_seeding: as in :func:`detect`, shared by all texts.
       progress: called with ``t`` after each online resampling (of every text in turn).
 
     Returns:
@@ -270,6 +277,11 @@ def detect_many(
     if mode not in DETECT_MODES:
         raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
     test = resolve_test(key, mode, test)
+    green_seeding = check_green_seeding(green_seeding)
+    if green_seeding != "position" and mode not in ("semstamp", "ksemstamp"):
+        raise PMarkValueError(
+            f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
+        )
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     min_sentences = check_positive_int("min_sentences", min_sentences)
     if soft_resolution is not None:
@@ -305,7 +317,17 @@ def detect_many(
     if mode in ("semstamp", "ksemstamp"):
         return [
             _detect_cells(
-                key, s, emb[lo:hi], mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, base_settings()
+                key,
+                s,
+                emb[lo:hi],
+                mode,
+                alpha,
+                min_sentences,
+                lsh_dim,
+                n_clusters,
+                gamma,
+                base_settings(),
+                green_seeding,
             )
             for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
         ]
@@ -407,8 +429,14 @@ def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution)
     return stats_
 
 
-def _detect_cells(key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings):
-    """SemStamp / k-SemStamp: ``#green ~ Binomial(T, g/M)`` under H0 given any text (C5; green sets keyed)."""
+def _detect_cells(
+    key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings, green_seeding
+):
+    """SemStamp / k-SemStamp: ``#green ~ Binomial(T, g/M)`` under H0 given any text (C5; green sets keyed).
+
+    Exact with positional green sets; with ``green_seeding = "cell"`` exact only when no previous cell repeats
+    (positions sharing a previous cell share a green set, so their indicators are dependent).
+    """
     t_len = len(sentences)
     if mode == "semstamp":
         h = check_positive_int("lsh_dim", lsh_dim)
@@ -425,11 +453,27 @@ def _detect_cells(key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_cl
         settings["n_clusters"] = n_cells
     g = check_green_size(round(gamma * n_cells), n_cells)
     gam = g / n_cells
-    green = [bool(key.green_set(t, n_cells, g)[int(cells[t])]) for t in range(t_len)]
+    if green_seeding == "cell":  # sentence t >= 1: keyed by the cell of the text's sentence t - 1
+        sets = [
+            key.green_set(0, n_cells, g) if t == 0 else key.green_set_for_cell(int(cells[t - 1]), n_cells, g)
+            for t in range(t_len)
+        ]
+    else:
+        sets = [key.green_set(t, n_cells, g) for t in range(t_len)]
+    green = [bool(sets[t][int(cells[t])]) for t in range(t_len)]
     n_green = sum(green)
     p = float(stats.binom.sf(n_green - 1, t_len, gam)) if t_len else 1.0
-    settings.update(gamma=gam, n_cells=n_cells)
-    stats_ = {"green_count": {"n_green": n_green, "gamma": gam, "p_value": p}}
+    settings.update(gamma=gam, n_cells=n_cells, green_seeding=green_seeding)
+    stats_: dict[str, Any] = {"green_count": {"n_green": n_green, "gamma": gam, "p_value": p}}
+    if green_seeding == "cell":
+        prev = [int(c) for c in cells[: max(t_len - 1, 0)]]
+        repeated = len(prev) - len(set(prev))  # positions t >= 2 whose previous cell an earlier one had
+        stats_["green_count"]["repeated_cells"] = repeated
+        stats_["green_count"]["note"] = (
+            "green sets seeded by the previous sentence's cell: the binomial p-value is exact only when no "
+            f"previous cell repeats ({repeated} position(s) reuse one here, sharing its green set), otherwise "
+            "approximate"
+        )
     evidence = tuple(
         SentenceEvidence(position=t, text=sentences[t], cell=int(cells[t]), green=green[t])
         for t in range(t_len)

@@ -44,7 +44,7 @@ TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
     "resample": ("p_value", "n_resamples", "window"),
     "soft": ("p_value", "calibrated"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
-    "green_count": ("n_green", "gamma", "p_value"),
+    "green_count": ("n_green", "gamma", "p_value", "repeated_cells", "note"),
 }
 #: Printed with every ``evidence`` record.
 EVIDENCE_WARNING = (
@@ -97,7 +97,7 @@ class DetectionResult:
       n_bits: ``bT`` (SemStamp: ``T``).
       statistics: raw statistics: ``hard`` {n_green, p_value, z}, ``soft`` {n_green, p_value (calibrated)},
         ``paper_soft_z`` {z, nominal_p_value, uncalibrated: true}; SemStamp ``green_count`` {n_green, gamma,
-        p_value}.
+        p_value; with ``green_seeding = "cell"`` also repeated_cells and a note}.
       sentences: per-sentence evidence (printed only by ``to_dict(evidence=True)``).
       reason: why the verdict is "not enough evidence" (else empty).
       settings: encoder, key fingerprint, ``n_channels`` (b), ``median_rule``, δ, K, N, … (named so that no

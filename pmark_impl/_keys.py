@@ -14,7 +14,8 @@ objects are (computationally) independent of each other and of the text:
     key-resampling p-value;
   * ``"generate/{seed}/{t}/…"``: sampling and tie-break/choice randomness of generation (separate labels, so
     independent of the bits; a user ``seed`` makes runs reproducible);
-  * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines.
+  * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines
+    (``"green-cell/…"``: green sets seeded by the previous sentence's cell, ``green_seeding = "cell"``).
 
 Key files (:mod:`pmark_impl._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
 secret never appears in ``repr``, logs or errors.
@@ -286,6 +287,20 @@ class WatermarkKey:
         import jax
 
         key = jax.random.key(self.derive_seed(f"green/{n_cells}/{g}/{t}"))
+        return np.asarray(_jitted_green_set()(key, int(n_cells), int(g)))
+
+    def green_set_for_cell(self, cell: int, n_cells: int, g: int) -> np.ndarray:
+        """Green set seeded by the PREVIOUS sentence's cell (the SemStamp / k-SemStamp reference code), bool ``[M]``.
+
+        Same rule as :meth:`green_set` (a uniform ``g``-subset, ``pmark_theory.random_green_set``) with a JAX key
+        from ``HMAC(secret, f"green-cell/{M}/{g}/{cell}")``: a function of the key and ``cell`` only, not of the
+        position (``green_seeding = "cell"``; sentence 0 keeps ``green_set(0, ...)``).
+        """
+        import jax
+
+        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not 0 <= cell < n_cells:
+            raise PMarkValueError(f"cell must be an integer in 0..{n_cells - 1}, got {cell!r}")
+        key = jax.random.key(self.derive_seed(f"green-cell/{n_cells}/{g}/{int(cell)}"))
         return np.asarray(_jitted_green_set()(key, int(n_cells), int(g)))
 
 

@@ -113,7 +113,7 @@ class Provenance:
       sampling: ``temperature``, ``top_p``, ``top_k``, ``max_sentence_tokens`` (empty for a sampler without
         a ``SamplingConfig``).
       settings: the mode's own settings (offline: ``offline_batch``; SemStamp: ``lsh_dim`` or ``n_clusters``,
-        ``gamma``, ``max_trials``).
+        ``gamma``, ``max_trials``, ``green_seeding``; a record without ``green_seeding`` means ``"position"``).
       aligned: ``GenerationResult.aligned``.
       steps: one :class:`ProvenanceStep` per position.
       toolkit_version: the ``pmark-toolkit`` version that generated the text.
@@ -206,7 +206,7 @@ class Provenance:
         """Keyword arguments of :func:`pmark_impl._detect.detect` that follow this generation.
 
         ``mode``, ``prompt``, ``channels``, ``n_candidates`` and, for SemStamp modes, ``lsh_dim`` or
-        ``n_clusters`` and ``gamma``. Check the key first with :meth:`check_key`; the command line's
+        ``n_clusters``, ``gamma`` and ``green_seeding``. Check the key first with :meth:`check_key`; the command line's
         ``pmark_impl._cli_provenance.resolve_detection`` also refuses flags that contradict the record.
         """
         out: dict[str, Any] = {
@@ -215,7 +215,7 @@ class Provenance:
             "channels": self.channels,
             "n_candidates": self.n_candidates,
         }
-        for name in ("lsh_dim", "n_clusters", "gamma"):
+        for name in ("lsh_dim", "n_clusters", "gamma", "green_seeding"):
             if name in self.settings:
                 out[name] = self.settings[name]
         return out

@@ -13,13 +13,14 @@ import json
 import math
 from typing import Any
 
-from pmark_impl._types import MODES
+from pmark_impl._types import GREEN_SEEDINGS, MODES
 from pmark_theory._files import decode_text
 from pmark_theory._validate import PMarkValueError, check_n_candidates
 
 __all__ = [
     "FIELDS",
     "MODE_SETTINGS",
+    "OPTIONAL_SETTINGS",
     "PROVENANCE_FORMAT",
     "PROVENANCE_LIMIT_BYTES",
     "PROVENANCE_VERSION",
@@ -40,9 +41,11 @@ FIELDS = tuple(
 MODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "online": (),
     "offline": ("offline_batch",),
-    "semstamp": ("lsh_dim", "gamma", "max_trials"),
-    "ksemstamp": ("n_clusters", "gamma", "max_trials"),
+    "semstamp": ("lsh_dim", "gamma", "max_trials", "green_seeding"),
+    "ksemstamp": ("n_clusters", "gamma", "max_trials", "green_seeding"),
 }
+#: Settings that records written before they existed may lack, with the value their absence means.
+OPTIONAL_SETTINGS: dict[str, Any] = {"green_seeding": "position"}
 _OUTCOMES = ("sentence", "eos", "cap")
 _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
@@ -158,10 +161,17 @@ def _sampling(doc: Any, where: str) -> dict[str, Any]:
 
 
 def _settings(doc: Any, mode: str, where: str) -> dict[str, Any]:
-    f = _Fields(doc, MODE_SETTINGS[mode], f"{where} (mode {mode})")
+    names = MODE_SETTINGS[mode]
+    if isinstance(doc, dict):  # an older record without an optional setting: its absence means the default
+        names = tuple(n for n in names if n in doc or n not in OPTIONAL_SETTINGS)
+    f = _Fields(doc, names, f"{where} (mode {mode})")
     out: dict[str, Any] = {}
     for name in MODE_SETTINGS[mode]:
-        if name == "gamma":
+        if name not in names:
+            out[name] = OPTIONAL_SETTINGS[name]
+        elif name == "green_seeding":
+            out[name] = f.choice(name, GREEN_SEEDINGS)
+        elif name == "gamma":
             out[name] = f.number(name, 0.0, 1.0, open_lo=True)
         else:
             out[name] = f.integer(name, 2 if name == "n_clusters" else 1, 1 << 16)

@@ -35,6 +35,7 @@ from pmark_impl._types import (
     SentenceEncoder,
     SentenceSampler,
     StepInfo,
+    check_green_seeding,
 )
 from pmark_theory._cell_rules import check_margin
 from pmark_theory._centring import step_centre
@@ -148,6 +149,7 @@ def generate(
     splitter: Callable[[str], list[str]] | None = None,
     model_name: str | None = None,
     margin: float = 0.0,
+    green_seeding: str = "position",
 ) -> GenerationResult:
     """Generate a watermarked continuation of ``prompt``, sentence by sentence (C10, E7, E3).
 
@@ -180,6 +182,10 @@ def generate(
         ``>= margin``; k-SemStamp: top-1 minus top-2 centroid cosine ``>= margin``). After ``max_trials``
         batches without a valid candidate the uniform fallback may output one that is not clear. Detection
         does not depend on it, and the provenance record does not store it.
+      green_seeding: SemStamp / k-SemStamp: ``"position"`` (default: the green set of sentence ``t`` is keyed
+        by ``t``) or ``"cell"`` (the reference implementations: for ``t >= 1`` it is keyed by the cell of the
+        sentence output at ``t - 1``, embedded in its normal form as detection embeds it; sentence 0 uses
+        position 0). Recorded in the provenance settings of those modes.
 
     Returns:
       :class:`GenerationResult`; :meth:`GenerationResult.provenance` gives its provenance record. Its
@@ -188,11 +194,16 @@ def generate(
     Raises:
       PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
         from the key's, a sampler returning the wrong number of candidates, ``margin`` outside ``[0, 1)`` or
-        ``margin > 0`` with a PMark mode.
+        ``margin > 0`` with a PMark mode, an unknown ``green_seeding`` or ``"cell"`` with a PMark mode.
     """
     if mode not in MODES:
         raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
     margin = check_margin(margin)
+    green_seeding = check_green_seeding(green_seeding)
+    if green_seeding != "position" and mode not in ("semstamp", "ksemstamp"):
+        raise PMarkValueError(
+            f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
+        )
     if margin > 0 and mode not in ("semstamp", "ksemstamp"):
         raise PMarkValueError(f"margin applies to the semstamp and ksemstamp modes only, got mode {mode!r}")
     if not isinstance(prompt, str):
@@ -218,6 +229,7 @@ def generate(
     device = sampler_device(sampler)
     centring = key.centring if mode in ("online", "offline") else "none"
     chosen_emb: list[np.ndarray] = []  # embeddings of the output sentences, for the running centre (K1)
+    prev_cell: int | None = None  # cell of the sentence output at t - 1 (green_seeding = "cell")
     sentences: list[str] = []
     steps: list[StepInfo] = []
     for t in range(max_sentences):
@@ -231,7 +243,10 @@ def generate(
         elif mode == "offline":
             out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch, centre)
         else:
-            green = key.green_set(t, n_cells, g)
+            if green_seeding == "cell" and prev_cell is not None:
+                green = key.green_set_for_cell(prev_cell, n_cells, g)
+            else:
+                green = key.green_set(t, n_cells, g)
             out = cell_step(
                 rng, sampler, encoder, context, gen, key.dim, cell_fn, green, n, max_trials, clear_fn
             )
@@ -255,6 +270,8 @@ def generate(
             sentences.append(text)
             if "context" in (centring, key.seeding):  # embedded as detection embeds it: the normal form
                 chosen_emb.append(embed(encoder, [text], key.dim)[0])
+            if green_seeding == "cell":  # the output's cell, as detection computes it from the normal form
+                prev_cell = int(np.asarray(cell_fn(embed(encoder, [text], key.dim)))[0])
         if progress is not None:
             progress(info)
         if not text or cand.outcome == "eos":
@@ -274,20 +291,36 @@ def generate(
         encoder=str(getattr(encoder, "name", "") or key.encoder),
         model=model_name if model_name is not None else _model_name(sampler),
         sampling=_sampling_settings(sampler),
-        settings=_mode_settings(mode, offline_batch, lsh_dim, n_clusters, gamma, max_trials),
+        settings=_mode_settings(mode, offline_batch, lsh_dim, n_clusters, gamma, max_trials, green_seeding),
     )
 
 
 def _mode_settings(
-    mode: str, offline_batch: int, lsh_dim: int, n_clusters: int, gamma: float, max_trials: int
+    mode: str,
+    offline_batch: int,
+    lsh_dim: int,
+    n_clusters: int,
+    gamma: float,
+    max_trials: int,
+    green_seeding: str = "position",
 ) -> dict[str, Any]:
     """The settings of ``mode`` that generation used (detection of SemStamp modes must use the same)."""
     if mode == "offline":
         return {"offline_batch": offline_batch}
     if mode == "semstamp":
-        return {"lsh_dim": lsh_dim, "gamma": float(gamma), "max_trials": max_trials}
+        return {
+            "lsh_dim": lsh_dim,
+            "gamma": float(gamma),
+            "max_trials": max_trials,
+            "green_seeding": green_seeding,
+        }
     if mode == "ksemstamp":
-        return {"n_clusters": n_clusters, "gamma": float(gamma), "max_trials": max_trials}
+        return {
+            "n_clusters": n_clusters,
+            "gamma": float(gamma),
+            "max_trials": max_trials,
+            "green_seeding": green_seeding,
+        }
     return {}
 
 

@@ -232,6 +232,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             progress=lambda _step: bar.update(1),
             model_name=args.model or DEFAULT_LM_NAME,
             margin=getattr(args, "margin", 0.0),
+            green_seeding=getattr(args, "green_seeding", "position"),
         )
     finally:
         bar.close()

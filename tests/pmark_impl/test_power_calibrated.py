@@ -77,3 +77,35 @@ def test_power_before_and_after_calibration(setup):
     lo, _ = clopper_pearson(detected["before"], TRIALS)
     assert detected["after"] / TRIALS >= lo, detected
     assert detected["per_key"] / TRIALS >= clopper_pearson(detected["after"], TRIALS)[0] - 0.35, detected
+
+
+def test_power_smollm2_before_and_after_calibration(smollm2, minilm):
+    # SmolLM2 + MiniLM, offline N = 16, b = 4, up to 12 sentences, the five SMOL_PROMPTS; each key is used
+    # uncalibrated and calibrated with `calibrate_key` on the built-in corpus (context centring) — what
+    # `pmark calibrate` does. Offline PMark compares proxies to 0, and SmolLM2's candidates cluster on one side
+    # of 0 on some channels (test_power_real), so centring is expected to help, not hurt: the matching-bit
+    # fraction after calibration must be at least its value before minus 2 standard errors (paired by prompt).
+    from pmark_impl._calibrate import calibrate_key
+    from pmark_impl._corpus import builtin_documents
+    from pmark_impl._encoder import Encoder
+    from tests.pmark_impl.test_power_real import SMOL_PROMPTS
+
+    encoder = Encoder(minilm.model, minilm.name, batch_size=8)
+    sampler = LMSentenceSampler(*smollm2, SamplingConfig())
+    docs = builtin_documents()
+    rng = np.random.default_rng(2024)
+    frac = {"before": [], "after": []}
+    detected = {"before": 0, "after": 0}
+    for i, prompt in enumerate(SMOL_PROMPTS):
+        key = WatermarkKey.generate(rng, encoder.name, encoder.dim, 4)
+        calibrated, _ = calibrate_key(key, encoder, docs)
+        for name, k in (("before", key), ("after", calibrated)):
+            res = generate(
+                k, sampler, encoder, prompt, mode="offline", n_candidates=16, max_sentences=12, seed=i
+            )
+            det = detect(k, list(res.sentences), encoder, alpha=0.01)
+            frac[name].append(det.statistics["hard"]["n_green"] / max(det.n_bits, 1))
+            detected[name] += det.p_value <= 0.01
+    diff = np.asarray(frac["after"]) - np.asarray(frac["before"])
+    print("SmolLM2 matching fraction", frac, "detected", detected)
+    assert diff.mean() >= -2 * diff.std(ddof=1) / np.sqrt(diff.size), frac
