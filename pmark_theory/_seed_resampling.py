@@ -94,14 +94,16 @@ class NullVariance(NamedTuple):
 def draw_context_key(rng: jax.Array, d: int, b: int) -> ContextKey:
     """A key from the toolkit's key law (key first; Z1, Z3): ``V`` Haar, ``ζ`` uniform in ``V``'s complement.
 
-    Both frames come from the shared :func:`pmark_theory._seeds.complement_frame` (``V`` as the complement of
-    nothing), so ``(V, ζ)`` is a Haar ``2b``-frame; ``r_0`` is ``b`` fair bits. Needs ``2b <= d``.
+    One Haar ``2b``-frame from the shared :func:`pmark_theory._seeds.complement_frame` (the complement of
+    nothing): its first ``b`` rows are ``V``, the other ``b`` are ``ζ`` — the same law as ``V`` Haar and ``ζ``
+    uniform in ``V``'s complement; ``r_0`` is ``b`` fair bits. Needs ``2b <= d``. One QR per key, not two: two
+    batched QRs in one compiled program can deadlock XLA:CPU's LAPACK batch map on 2 cores (jaxlib 0.10.2,
+    traced with gdb; ``simulations/_context_seeds.py``).
     """
-    k_v, k_z, k_r = jax.random.split(rng, 3)
-    v = _seeds.complement_frame(k_v, jnp.zeros((0, d), dtype=jnp.float64), b)
-    z = _seeds.complement_frame(k_z, v, b)
+    k_v, _, k_r = jax.random.split(rng, 3)
+    frame = _seeds.complement_frame(k_v, jnp.zeros((0, d), dtype=jnp.float64), 2 * b)
     first = jax.random.bernoulli(k_r, 0.5, (b,)).astype(jnp.int32)
-    return ContextKey(v, z, first)
+    return ContextKey(frame[:b], frame[b:], first)
 
 
 def context_seed_count(

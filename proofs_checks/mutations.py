@@ -232,6 +232,29 @@ def _context_bits_from_position(zeta: Any, embeddings: Any, window: int, first_b
     return jnp.concatenate([jnp.asarray(first_bits, dtype=jnp.int32).reshape(1, -1), later], axis=0)
 
 
+def _zeta_is_pivots(rng: Any, pivots: Any, k: int) -> Any:
+    """Seed vectors ``ζ = V`` (the first ``k`` pivots) instead of a frame in their orthogonal complement (Z1)."""
+    return jnp.asarray(pivots, dtype=jnp.float64)[:k]
+
+
+def _context_bits_current_sentence(zeta: Any, embeddings: Any, window: int, first_bits: Any) -> Any:
+    """Context seeds read from the CURRENT sentence: row t is 1{<ζ, e_t> > 0}, not the previous ones' mean (Z1)."""
+    e = jnp.asarray(embeddings, dtype=jnp.float64)
+    later = (e[1:] @ jnp.asarray(zeta, dtype=jnp.float64).T > 0).astype(jnp.int32)
+    return jnp.concatenate([jnp.asarray(first_bits, dtype=jnp.int32).reshape(1, -1), later], axis=0)
+
+
+def _complement_frame_tilted(rng: Any, pivots: Any, k: int) -> Any:
+    """``complement_frame`` with a fixed direction ``3·1/√d`` added to the Gaussian before orthonormalising (Z2)."""
+    v = jnp.asarray(pivots, dtype=jnp.float64)
+    d = v.shape[1]
+    g = jax.random.normal(rng, (d, k), dtype=jnp.float64) + 3.0 / np.sqrt(d)
+    g = g - v.T @ (v @ g)
+    g = g - v.T @ (v @ g)
+    q, r = jnp.linalg.qr(g)
+    return (q * jnp.where(jnp.diag(r) < 0, -1.0, 1.0)[None, :]).T
+
+
 # ------------------------------------------------------------------------------------------ the table
 ONLINE_BIT1_STUCK = Mutation(
     "biased online rule: channel 1 ignores its key bit and always keeps the upper half",
@@ -414,6 +437,25 @@ MUTATIONS: dict[str, list[Mutation]] = {
             "context seeds computed from the position: c_t replaced by a fixed direction of t (positional seeds)",
             lambda mp: mp.setattr(_sds, "context_seed_bits", _context_bits_from_position),
             "pmark_theory._seeds.context_seed_bits",
+        )
+    ],
+    "Z1": [
+        Mutation(
+            "seed vectors not orthogonal to the pivots: complement_frame returns ζ = V",
+            lambda mp: mp.setattr(_sds, "complement_frame", _zeta_is_pivots),
+            "pmark_theory._seeds.complement_frame",
+        ),
+        Mutation(
+            "context seeds read from the current sentence (each candidate's own embedding), not the previous ones",
+            lambda mp: mp.setattr(_sds, "context_seed_bits", _context_bits_current_sentence),
+            "pmark_theory._seeds.context_seed_bits",
+        ),
+    ],
+    "Z2": [
+        Mutation(
+            "non-isotropic seed vectors: complement_frame adds a fixed direction before orthonormalising",
+            lambda mp: mp.setattr(_sds, "complement_frame", _complement_frame_tilted),
+            "pmark_theory._seeds.complement_frame",
         )
     ],
 }

@@ -1,6 +1,7 @@
 """The built-in checks, one module per topic; importing this package registers them."""
 
 from proofs_checks.checks import (
+    _context_seed_checks,
     _geometry_checks,
     _hard_count_checks,
     _nshot_checks,
