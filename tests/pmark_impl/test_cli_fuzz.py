@@ -214,7 +214,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         "missing the field 'encoder'",
     ),
     ("key-version-3", detect_with_key(lambda t: _key_doc(t, version=3)), 2, "unsupported version 3"),
-    ("key-v2-bad-calibration", detect_with_key(lambda t: _key_doc(t, version=2, calibration=[1])), 2, "calibration"),
+    (
+        "key-v2-bad-calibration",
+        detect_with_key(lambda t: _key_doc(t, version=2, calibration=[1])),
+        2,
+        "calibration",
+    ),
     ("key-version-string", detect_with_key(lambda t: _key_doc(t, version="1")), 2, "unsupported version '1'"),
     (
         "key-version-huge",
