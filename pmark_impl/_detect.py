@@ -39,11 +39,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from pmark_impl._calibration import centred_text_proxies, per_key_statistics, resolve_test
+from pmark_impl._detect_cells import detect_cells as _detect_cells
 from pmark_impl._detect_result import (
     DETECT_MODES,
     EVIDENCE_WARNING,
@@ -66,12 +66,11 @@ from pmark_impl._seed_detect import resample_statistics
 from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seeding
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
-from pmark_theory._cell_rules import ksemstamp_cells, lsh_cells
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
 from pmark_theory._hd import hd_median
-from pmark_theory._validate import PMarkValueError, check_green_size, check_positive_int, check_unit_interval
+from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
 __all__ = [
     "DETECT_MODES",
@@ -427,58 +426,3 @@ def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution)
     }
     stats_["paper_soft_z"]["nominal_p_value"] = float(special.ndtr(-stats_["paper_soft_z"]["z"]))
     return stats_
-
-
-def _detect_cells(
-    key, sentences, emb, mode, alpha, min_sentences, lsh_dim, n_clusters, gamma, settings, green_seeding
-):
-    """SemStamp / k-SemStamp: ``#green ~ Binomial(T, g/M)`` under H0 given any text (C5; green sets keyed).
-
-    Exact with positional green sets; with ``green_seeding = "cell"`` exact only when no previous cell repeats
-    (positions sharing a previous cell share a green set, so their indicators are dependent).
-    """
-    t_len = len(sentences)
-    if mode == "semstamp":
-        h = check_positive_int("lsh_dim", lsh_dim)
-        n_cells = 2**h
-        cells = np.asarray(lsh_cells(jnp.asarray(emb), jnp.asarray(key.lsh_hyperplanes(h)))) if t_len else []
-        settings["lsh_dim"] = h
-    else:
-        n_cells = check_positive_int("n_clusters", n_clusters, minimum=2)
-        cells = (
-            np.asarray(ksemstamp_cells(jnp.asarray(emb), jnp.asarray(key.centroids(n_cells))))
-            if t_len
-            else []
-        )
-        settings["n_clusters"] = n_cells
-    g = check_green_size(round(gamma * n_cells), n_cells)
-    gam = g / n_cells
-    if green_seeding == "cell":  # sentence t >= 1: keyed by the cell of the text's sentence t - 1
-        sets = [
-            key.green_set(0, n_cells, g) if t == 0 else key.green_set_for_cell(int(cells[t - 1]), n_cells, g)
-            for t in range(t_len)
-        ]
-    else:
-        sets = [key.green_set(t, n_cells, g) for t in range(t_len)]
-    green = [bool(sets[t][int(cells[t])]) for t in range(t_len)]
-    n_green = sum(green)
-    p = float(stats.binom.sf(n_green - 1, t_len, gam)) if t_len else 1.0
-    settings.update(gamma=gam, n_cells=n_cells, green_seeding=green_seeding)
-    stats_: dict[str, Any] = {"green_count": {"n_green": n_green, "gamma": gam, "p_value": p}}
-    if green_seeding == "cell":
-        prev = [int(c) for c in cells[: max(t_len - 1, 0)]]
-        repeated = len(prev) - len(set(prev))  # positions t >= 2 whose previous cell an earlier one had
-        stats_["green_count"]["repeated_cells"] = repeated
-        stats_["green_count"]["note"] = (
-            "green sets seeded by the previous sentence's cell: the binomial p-value is exact only when no "
-            f"previous cell repeats ({repeated} position(s) reuse one here, sharing its green set), otherwise "
-            "approximate"
-        )
-    evidence = tuple(
-        SentenceEvidence(position=t, text=sentences[t], cell=int(cells[t]), green=green[t])
-        for t in range(t_len)
-    )
-    best = gam**t_len
-    return _verdict(
-        p, best, alpha, "green-count", mode, t_len, t_len, stats_, evidence, min_sentences, settings
-    )
