@@ -133,9 +133,15 @@ def calibrate_key(
       ``"before"`` / ``"after"``, :func:`_held_out_measure` of the uncalibrated and the calibrated key.
 
     Raises:
-      PMarkValueError: ``centring`` not ``"context"``/``"global"``, an encoder of another dimension, a corpus
+      PMarkValueError: a context-seeded key (its held-out FPR would be measured against positional bits),
+        ``centring`` not ``"context"``/``"global"``, an encoder of another dimension, a corpus
         too small to split or with no held-out document of ``text_sentences`` sentences.
     """
+    if key.seeding != "position":
+        raise PMarkValueError(
+            "pmark calibrate measures the binomial test of positional keys; this key uses context seeds, whose "
+            "detection already uses the key-resampling p-value (Z3): calibrate a positional key"
+        )
     if centring not in ("context", "global"):
         raise PMarkValueError(f"centring must be 'context' or 'global', got {centring!r}")
     text_sentences = check_positive_int("text_sentences", text_sentences)

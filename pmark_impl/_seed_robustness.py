@@ -101,7 +101,16 @@ def deletion_robustness(
                 attack_rng = np.random.default_rng([seed, i, k])
                 for _ in range(k):
                     text = delete(text, attack_rng)
-                det = detect(key, text, encoder, mode="offline" if mode == "offline" else mode, alpha=alpha)
+                det = detect(
+                    key,
+                    text,
+                    encoder,
+                    mode=mode,
+                    sampler=sampler,
+                    prompt=res.prompt,
+                    n_candidates=n_candidates,
+                    alpha=alpha,
+                )
                 n_bits = max(det.n_bits, 1)
                 values[k][seeding].append(det.statistics["hard"]["n_green"] / n_bits)
                 pvals[k][seeding].append(det.p_value)

@@ -8,6 +8,7 @@ per-key p-value as a Poisson-binomial tail from SciPy's Beta quantiles, Clopperâ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -634,6 +635,9 @@ def test_calibrate_key_global_centring_and_errors(synthetic):
         calibrate_key(_key(6, dim=8), enc, docs)
     with pytest.raises(PMarkValueError, match="no held-out document has 11 sentences"):
         calibrate_key(key, enc, docs, text_sentences=11)
+    context_seeded = dataclasses.replace(key, seeding="context")
+    with pytest.raises(PMarkValueError, match="this key uses context seeds"):
+        calibrate_key(context_seeded, enc, docs)
 
 
 def test_key_fpr_study_agrees_with_calibrate_key(synthetic):
