@@ -156,6 +156,47 @@ def build_parser(
             help="torch device of the LM and the encoder: cpu (default), cuda, cuda:N or mps",
         )
 
+    def cell_options(p: argparse.ArgumentParser, generating: bool) -> None:
+        """SemStamp / k-SemStamp settings; ``pmark detect`` takes the record's unless given."""
+        dflt = (lambda value: value) if generating else (lambda value: None)
+        src = "" if generating else "the record's, else "
+        p.add_argument(
+            "--lsh-dim",
+            type=int_type(1, 31),
+            default=dflt(3),
+            metavar="h",
+            help=f"semstamp: LSH hyperplanes h, M = 2^h cells, 1..31 (default {src}3)",
+        )
+        p.add_argument(
+            "--n-clusters",
+            type=int_type(2, 1 << 16),
+            default=dflt(8),
+            metavar="k",
+            help=f"ksemstamp: cells k (the key's fitted centroids when it has them; default {src}8)",
+        )
+        p.add_argument(
+            "--gamma",
+            type=float_type(0, 1, open_lo=True, open_hi=True),
+            default=dflt(0.25),
+            help=f"semstamp/ksemstamp: green fraction of the cells in (0, 1) (default {src}0.25)",
+        )
+        if generating:
+            p.add_argument(
+                "--max-trials",
+                type=int_type(1, 1 << 16),
+                default=16,
+                metavar="R",
+                help="semstamp/ksemstamp: batches of N drawn at most before the uniform fallback (default 16)",
+            )
+            p.add_argument(
+                "--offline-batch",
+                type=int_type(1, MAX_CANDIDATES),
+                default=4,
+                metavar="B",
+                help="offline: candidates per sampler call; the context is prefilled once per sentence "
+                "(default 4)",
+            )
+
     modes = ["online", "offline", "semstamp", "ksemstamp"]
     p = sub.add_parser(
         "generate",
@@ -201,6 +242,7 @@ def build_parser(
         help="semstamp/ksemstamp green sets keyed by the sentence position (default) or by the previous "
         "sentence's cell (the reference implementations); recorded in the provenance",
     )
+    cell_options(p, generating=True)
     p.add_argument(
         "--out",
         default=None,
@@ -276,6 +318,7 @@ def build_parser(
         help="semstamp/ksemstamp green sets keyed by position or by the previous sentence's cell (default: "
         "the record's, else position)",
     )
+    cell_options(p, generating=False)
     p.add_argument(
         "--no-provenance",
         action="store_true",

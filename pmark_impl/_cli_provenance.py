@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pmark_impl._provenance import Provenance, ProvenanceError, load_provenance, provenance_path
-from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "DETECT_DEFAULTS",
@@ -110,7 +109,15 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
         "temperature": ("--temperature", args.temperature),
         "top_p": ("--top-p", args.top_p),
     }
-    seeding = getattr(args, "green_seeding", None)
+    cells = {
+        name: (flag, getattr(args, name.replace("-", "_"), None))
+        for name, flag in (
+            ("green_seeding", "--green-seeding"),
+            ("lsh_dim", "--lsh-dim"),
+            ("n_clusters", "--n-clusters"),
+            ("gamma", "--gamma"),
+        )
+    }
     prov, path = provenance_for_detection(args)
     if prov is None:
         out = {
@@ -119,13 +126,12 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
         }
         out.update(
             sampler_kwargs={},
-            detect_kwargs={} if seeding is None else {"green_seeding": seeding},
+            detect_kwargs={name: value for name, (_, value) in cells.items() if value is not None},
             provenance=None,
         )
         return out
-    resolved = resolve_detection(
-        prov, key, path or "", {**explicit, "green_seeding": ("--green-seeding", seeding)}
-    )
+    given = {name: fv for name, fv in cells.items() if name == "green_seeding" or fv[1] is not None}
+    resolved = resolve_detection(prov, key, path or "", {**explicit, **given})
     out = {name: resolved[name] for name in DETECT_DEFAULTS}
     out["model"] = _loader_model_name(resolved["model"])
     if explicit["encoder"][1] is None and out["encoder"] == key.encoder:
@@ -185,7 +191,9 @@ def resolve_detection(
         if value is None:
             continue
         if setting not in out:
-            raise PMarkValueError(f"unknown detection setting {setting!r}")
+            raise ProvenanceError(
+                f"{flag} does not apply to the {prov.mode} text of provenance file {path}; drop {flag}"
+            )
         recorded = out[setting]
         same = (
             value == recorded if not isinstance(value, float) else math.isclose(value, recorded or math.nan)

@@ -233,6 +233,11 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             model_name=args.model or DEFAULT_LM_NAME,
             margin=getattr(args, "margin", 0.0),
             green_seeding=getattr(args, "green_seeding", "position"),
+            lsh_dim=args.lsh_dim,
+            n_clusters=args.n_clusters,
+            gamma=args.gamma,
+            max_trials=args.max_trials,
+            offline_batch=args.offline_batch,
         )
     finally:
         bar.close()

@@ -163,6 +163,46 @@ def test_defaults_only_detect_every_mode(tmp_path, capsys, fakes, keyfile):
     assert rc == 0 and doc["mode"] == "offline" and doc["p_value"] > 1e-3
 
 
+def test_cell_settings_from_the_command_line(tmp_path, capsys, fakes, keyfile):
+    """--lsh-dim/--n-clusters/--gamma/--max-trials/--offline-batch reach generation, are recorded, and detection
+    follows the record; a contradicting or inapplicable flag is a one-line error."""
+    key_path, _ = keyfile
+    out = _generate(tmp_path, key_path, "--mode", "semstamp", "--lsh-dim", "2", "--gamma", "0.5", sentences=8)
+    settings = load_provenance(provenance_path(out)).settings
+    assert settings["lsh_dim"] == 2 and settings["gamma"] == 0.5 and settings["max_trials"] == 16
+    rc, doc, _ = _detect(capsys, key_path, out)
+    assert rc == 0 and doc["settings"]["lsh_dim"] == 2 and doc["settings"]["gamma"] == 0.5
+    for flags, needle in (
+        (["--lsh-dim", "3"], "contradicts provenance file"),
+        (["--gamma", "0.25"], "contradicts provenance file"),
+        (["--n-clusters", "8"], "does not apply to the semstamp text"),
+    ):
+        rc, _, err = _detect(capsys, key_path, out, *flags)
+        assert rc == 2
+        _one_error_line(err, flags[0], needle)
+    rc, doc, _ = _detect(capsys, key_path, out, "--lsh-dim", "2")
+    assert rc == 0  # repeating the record is fine
+    # Without a record the flags are used as given: the wrong lsh_dim loses the watermark's green cells.
+    out = _generate(tmp_path, key_path, "--mode", "semstamp", "--lsh-dim", "2", out="s2.txt", sentences=10)
+    rc, right, _ = _detect(capsys, key_path, out, "--no-provenance", "--mode", "semstamp", "--lsh-dim", "2")
+    rc2, wrong, _ = _detect(capsys, key_path, out, "--no-provenance", "--mode", "semstamp")
+    assert rc == rc2 == 0 and right["settings"]["lsh_dim"] == 2 and wrong["settings"]["lsh_dim"] == 3
+    assert right["p_value"] < 1e-4 < 1e-2 < wrong["p_value"]  # 0.25^10 vs a wrong partition
+    out = _generate(
+        tmp_path, key_path, "--mode", "ksemstamp", "--n-clusters", "5", "--max-trials", "3", out="k.txt"
+    )
+    settings = load_provenance(provenance_path(out)).settings
+    assert settings["n_clusters"] == 5 and settings["max_trials"] == 3
+    out = _generate(tmp_path, key_path, "--offline-batch", "16", out="o.txt")
+    record = load_provenance(provenance_path(out))
+    assert record.settings["offline_batch"] == 16
+    assert all(step["n_candidates_sampled"] % 16 == 0 for step in record.to_dict()["steps"])
+    capsys.readouterr()
+    for flags in (["--lsh-dim", "0"], ["--gamma", "1"], ["--max-trials", "0"], ["--offline-batch", "0"]):
+        assert cli.main(["generate", "--key", key_path, *flags, PROMPT]) == 2
+        _one_error_line(capsys.readouterr().err, flags[0])
+
+
 def test_explicit_provenance_and_other_key(tmp_path, capsys, fakes, keyfile):
     key_path, _ = keyfile
     out = _generate(tmp_path, key_path, "--mode", "online")
