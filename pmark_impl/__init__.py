@@ -47,6 +47,15 @@ _LAZY = {
     "key_fpr_study": "pmark_impl._calibrate",
     "builtin_documents": "pmark_impl._corpus",
     "read_corpus": "pmark_impl._corpus",
+    "KeyCentroids": "pmark_impl._centroids",
+    "fit_centroids": "pmark_impl._centroids",
+    "fit_key_centroids": "pmark_impl._centroids",
+    "detect_simmark": "pmark_impl._simmark",
+    "SimMarkDetection": "pmark_impl._simmark",
+    "SimMarkCalibration": "pmark_impl._simmark_calibration",
+    "calibrate_simmark": "pmark_impl._simmark_calibration",
+    "load_simmark_calibration": "pmark_impl._simmark_calibration",
+    "save_simmark_calibration": "pmark_impl._simmark_calibration",
 }
 
 

@@ -113,6 +113,25 @@ def build_parser(
         metavar="W",
         help="context seeding window (default 1)",
     )
+    p.add_argument(
+        "--centroid-corpus",
+        default=None,
+        metavar="builtin|FILE",
+        help="fit k-SemStamp centroids by spherical k-means on this corpus and store them in the key: "
+        "'builtin' (prose shipping with Python), a .jsonl file or plain text with documents separated by "
+        "blank lines (default: none; ksemstamp then uses random centroids derived from the key)",
+    )
+    p.add_argument(
+        "--n-clusters",
+        type=int_type(2, 1024),
+        default=None,
+        metavar="K",
+        help="number of k-SemStamp centroids fitted with --centroid-corpus (default 8)",
+    )
+    p.add_argument(
+        "--centroid-field", default=None, help="text field of a .jsonl centroid corpus (default 'text')"
+    )
+    p.add_argument("--centroid-seed", type=_SEED, default=0, help="seed of the k-means seeding (default 0)")
     p.add_argument("--force", action="store_true", help="overwrite an existing key file (regular files only)")
     p.set_defaults(func=handlers["keygen"])
 
@@ -197,7 +216,7 @@ def build_parser(
                 "(default 4)",
             )
 
-    modes = ["online", "offline", "semstamp", "ksemstamp"]
+    modes = ["online", "offline", "semstamp", "ksemstamp", "simmark"]
     p = sub.add_parser(
         "generate",
         help="generate a watermarked continuation of PROMPT",
@@ -262,6 +281,9 @@ def build_parser(
         help="overwrite --out and its record if they exist (regular files only)",
     )
     p.add_argument("prompt", metavar="PROMPT", nargs="?", default=None, help="the prompt (or --prompt-file)")
+    from pmark_impl._cli_simmark import add_simmark_generate_arguments
+
+    add_simmark_generate_arguments(p, float_type)
     p.set_defaults(func=handlers["generate"])
 
     p = sub.add_parser(
@@ -288,7 +310,7 @@ def build_parser(
     common(p)
     p.add_argument(
         "--mode",
-        choices=["offline", "online", "semstamp", "ksemstamp"],
+        choices=["offline", "online", "semstamp", "ksemstamp", "simmark"],
         default=None,
         help="default: the mode of FILE's provenance record, else offline",
     )
@@ -354,6 +376,9 @@ def build_parser(
         "the secret key: for the key holder only",
     )
     p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin), without the prompt")
+    from pmark_impl._cli_simmark import add_simmark_detect_arguments
+
+    add_simmark_detect_arguments(p)
     p.set_defaults(func=handlers["detect"])
 
     p = sub.add_parser(
@@ -384,6 +409,9 @@ def build_parser(
     from pmark_impl._cli_calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub, handlers["calibrate"], float_type, int_type)
+    from pmark_impl._cli_simmark import add_calibrate_simmark_parser
+
+    add_calibrate_simmark_parser(sub, handlers["calibrate-simmark"], float_type, int_type)
     for name, (_module, _fn, help_text) in external.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser

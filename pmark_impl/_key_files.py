@@ -2,7 +2,9 @@
 
 ``{"format": "pmark-key", "version": 1, "encoder", "dim", "channels", "secret": hex}``; version 2 adds the
 optional ``"calibration"`` (proxy centre and per-channel null sign counts, K1, ``pmark calibrate``) and
-``"seeding"`` (context-aware seeds, Z1–Z4). A key without either is written as version 1. Keys are never
+``"seeding"`` (context-aware seeds, Z1–Z4) and ``"centroids"`` (k-SemStamp centroids fitted on a corpus, E2:
+``{"k", "d", "corpus", "corpus_fingerprint", "n_sentences", "seed", "values": [k rows of d numbers]}``,
+:mod:`pmark_impl._centroids`). A key without any of them is written as version 1. Keys are never
 pickled; a file that group or others may read is refused on load (unless ``allow_insecure=True``); the secret
 never appears in errors.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pmark_impl._calibration import calibration_from_json
+from pmark_impl._centroids import centroids_from_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
 
@@ -77,7 +80,9 @@ def check_key_shape(dim: Any, channels: Any) -> tuple[int, int]:
 def _key_to_json(key: WatermarkKey) -> str:
     doc: dict[str, Any] = {
         "format": KEY_FORMAT,
-        "version": 1 if key.calibration is None and key.seeding == "position" else KEY_VERSION,
+        "version": 1
+        if key.calibration is None and key.seeding == "position" and key.fitted_centroids is None
+        else KEY_VERSION,
         "encoder": key.encoder,
         "dim": key.dim,
         "channels": key.channels,
@@ -87,6 +92,8 @@ def _key_to_json(key: WatermarkKey) -> str:
         doc["calibration"] = key.calibration.to_json_dict()
     if key.seeding != "position":
         doc["seeding"] = {"mode": key.seeding, "window": key.seed_window}
+    if key.fitted_centroids is not None:
+        doc["centroids"] = key.fitted_centroids.to_json_dict()
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -116,8 +123,14 @@ def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = F
         check_key_shape(key.dim, key.channels)
     except PMarkValueError as exc:
         raise KeyFileError(f"cannot write key file {path}: {exc}") from None
+    raw = _key_to_json(key).encode("utf-8")
+    if len(raw) > _MAX_KEY_FILE_BYTES:
+        raise KeyFileError(
+            f"cannot write key file {path}: {len(raw)} bytes exceed the key file limit of {_MAX_KEY_FILE_BYTES} "
+            "bytes (store fewer centroids)"
+        )
     try:
-        return write_atomic(path, _key_to_json(key).encode("utf-8"), force=force, mode=0o600, what="key file")
+        return write_atomic(path, raw, force=force, mode=0o600, what="key file")
     except UserFileError as exc:
         raise KeyFileError(str(exc)) from None
 
@@ -169,7 +182,7 @@ def _parse_key_document(raw: bytes, path: Path) -> dict:
         raise KeyFileError(
             f"key file {path} has unsupported version {shown} (this pmark reads versions {', '.join(map(str, KEY_VERSIONS))})"
         )
-    fields = _FIELDS + (("calibration", "seeding") if version >= 2 else ())
+    fields = _FIELDS + (("calibration", "seeding", "centroids") if version >= 2 else ())
     unknown = sorted(str(k)[:40] for k in doc if k not in fields)
     if unknown:
         raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
@@ -195,7 +208,9 @@ def load_key(
     At most 2 MiB are read, only from a regular file (symbolic links resolved); the document must have
     exactly the fields ``format`` (``"pmark-key"``), ``version`` (1), ``encoder`` (a printable string),
     ``dim`` and ``channels`` (integers, not bools, within :func:`check_key_shape`) and ``secret``
-    (64 hexadecimal digits). A leading UTF-8 byte-order mark is accepted; ``NaN``/``Infinity`` are not.
+    (64 hexadecimal digits); version 2 may add ``calibration``, ``seeding`` and ``centroids`` (checked:
+    ``centroids.d`` equal to ``dim``, ``k`` rows of ``d`` finite numbers, unit norm, distinct). A leading UTF-8
+    byte-order mark is accepted; ``NaN``/``Infinity`` are not.
 
     Args:
       path: the key file.
@@ -208,7 +223,8 @@ def load_key(
 
     Raises:
       KeyFileError: the file is missing or unreadable, not a regular file, too large, not valid UTF-8 JSON,
-        not a ``pmark-key`` file, of an unsupported version, has a malformed secret or fields, its ``dim``
+        not a ``pmark-key`` file, of an unsupported version, has a malformed secret or fields (stored
+        centroids of the wrong dimension, non-finite, not unit or corrupt included), its ``dim``
         differs from ``expected_dim``, or it is accessible by group/others without ``allow_insecure``.
         Messages never contain the secret.
     """
@@ -237,6 +253,7 @@ def load_key(
     try:
         cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)
         seeding, window = _seeding(doc.get("seeding", {"mode": "position", "window": 1}))
+        cents = None if "centroids" not in doc else centroids_from_json(doc["centroids"], dim)
         key = WatermarkKey(
             secret=bytes.fromhex(secret_hex),
             encoder=encoder,
@@ -245,6 +262,7 @@ def load_key(
             calibration=cal,
             seeding=seeding,
             seed_window=window,
+            fitted_centroids=cents,
         )
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None

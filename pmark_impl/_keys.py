@@ -16,6 +16,8 @@ objects are (computationally) independent of each other and of the text:
     independent of the bits; a user ``seed`` makes runs reproducible);
   * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines
     (``"green-cell/…"``: green sets seeded by the previous sentence's cell, ``green_seeding = "cell"``).
+    k-SemStamp's centroids are the key's stored ones when it has them (fitted by spherical k-means on a corpus,
+    :mod:`pmark_impl._centroids`, ``pmark keygen --centroid-corpus``), else random unit vectors from the key.
 
 Key files (:mod:`pmark_impl._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
 secret never appears in ``repr``, logs or errors.
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._calibration import KeyCalibration
+from pmark_impl._centroids import KeyCentroids
 from pmark_impl._key_files import (
     KEY_FORMAT,
     KEY_VERSION,
@@ -74,6 +77,8 @@ class WatermarkKey:
         (uncentred proxies, the paper's rule; the key-averaged binomial test only).
       seeding: ``"position"`` (default, the paper) or ``"context"`` (Z1–Z4; needs ``2b <= d``).
       seed_window: ``w``, the previous sentences whose mean embedding seeds the bits (context seeding).
+      fitted_centroids: k-SemStamp centroids fitted on a corpus (:class:`pmark_impl._centroids.KeyCentroids`,
+        E2), or ``None`` (:meth:`centroids` derives random ones from the secret).
     """
 
     secret: bytes
@@ -83,6 +88,7 @@ class WatermarkKey:
     calibration: KeyCalibration | None = None
     seeding: str = "position"
     seed_window: int = 1
+    fitted_centroids: KeyCentroids | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
@@ -112,6 +118,12 @@ class WatermarkKey:
         if self.seeding == "context" and 2 * channels > dim:
             raise PMarkValueError(
                 f"context seeding needs 2b <= d (b seed vectors beside b pivots), got b = {channels}, d = {dim}"
+            )
+        fc = self.fitted_centroids
+        if fc is not None and (not isinstance(fc, KeyCentroids) or fc.dim != dim):
+            raise PMarkValueError(
+                f"fitted_centroids must be KeyCentroids of dimension d = {dim}"
+                + (f", got d = {fc.dim}" if isinstance(fc, KeyCentroids) else "")
             )
 
     # ----------------------------------------------------------------------------------------------------------
@@ -153,7 +165,16 @@ class WatermarkKey:
             self.calibration,
             self.seeding,
             self.seed_window,
-        ) == (other.encoder, other.dim, other.channels, other.calibration, other.seeding, other.seed_window)
+            self.fitted_centroids,
+        ) == (
+            other.encoder,
+            other.dim,
+            other.channels,
+            other.calibration,
+            other.seeding,
+            other.seed_window,
+            other.fitted_centroids,
+        )
 
     def __hash__(self) -> int:
         return hash((self.fingerprint, self.encoder, self.dim, self.channels))
@@ -186,12 +207,15 @@ class WatermarkKey:
     @property
     def fingerprint(self) -> str:
         """A short public identifier of the key as used: 16 hex digits of ``HMAC(secret, "fingerprint")``, or of
-        ``HMAC(secret, "fingerprint/<calibration digest>")`` for a calibrated key (K1)."""
+        ``HMAC(secret, "fingerprint/<calibration digest>")`` for a calibrated key (K1); context seeding appends
+        ``"/seeds/<mode>/<w>"`` and stored centroids ``"/centroids/<digest>"`` (E2)."""
         label = "fingerprint"
         if self.calibration is not None:
             label += f"/{self.calibration.digest}"
         if self.seeding != "position":
             label += f"/seeds/{self.seeding}/{self.seed_window}"
+        if self.fitted_centroids is not None:
+            label += f"/centroids/{self.fitted_centroids.digest}"
         return self.prf(label, 8).hex()
 
     @property
@@ -207,6 +231,11 @@ class WatermarkKey:
     def with_calibration(self, calibration: KeyCalibration | None) -> WatermarkKey:
         """The same secret with ``calibration`` (``None`` removes it)."""
         return replace(self, calibration=calibration)
+
+    def with_centroids(self, centroids: KeyCentroids | None) -> WatermarkKey:
+        """The same secret with stored k-SemStamp ``centroids`` (``None`` removes them; see
+        :func:`pmark_impl._centroids.fit_key_centroids` to fit them on a corpus)."""
+        return replace(self, fitted_centroids=centroids)
 
     # ----------------------------------------------------------------------------------------------------------
     def pivots(self) -> np.ndarray:
@@ -268,13 +297,38 @@ class WatermarkKey:
         h = check_positive_int("lsh_dim", h)
         return self.numpy_rng(f"semstamp/hyperplanes/{h}").standard_normal((h, self.dim))
 
-    def centroids(self, k: int) -> np.ndarray:
-        """k-SemStamp centroids float64 ``[k, d]``: unit vectors uniform on the sphere, derived from the key.
+    def centroids(self, k: int, *, source: str = "auto") -> np.ndarray:
+        """k-SemStamp centroids float64 ``[k, d]`` (unit rows); the cells are their Voronoi cells under cosine.
 
-        A stand-in for k-means centroids of domain data (k-SemStamp fits them on a corpus); the cells are the
-        Voronoi cells of these points under cosine similarity.
+        ``source``:
+
+        * ``"fitted"``: the centroids stored in the key (fitted by spherical k-means on a corpus, E2,
+          :func:`pmark_impl._centroids.fit_key_centroids`); their ``k`` is fixed by the fit;
+        * ``"random"``: ``k`` unit vectors uniform on the sphere, derived from the key
+          (``HMAC(secret, "ksemstamp/centroids/k")``) — a stand-in for k-means centroids of domain data, kept
+          for keys without a corpus (C7 holds for any cells; only the cell masses change);
+        * ``"auto"`` (default): ``"fitted"`` when the key stores centroids, else ``"random"``.
+
+        Raises:
+          PMarkValueError: ``k < 2``; a ``k`` other than the stored one (the message names it) or
+            ``"fitted"`` without stored centroids; an unknown ``source``.
         """
+        if source not in ("auto", "fitted", "random"):
+            raise PMarkValueError(f"source must be 'auto', 'fitted' or 'random', got {source!r}")
         k = check_positive_int("n_clusters", k, minimum=2)
+        fitted = self.fitted_centroids
+        if source == "fitted" and fitted is None:
+            raise PMarkValueError(
+                "this key stores no fitted centroids (pmark keygen --centroid-corpus builtin|FILE)"
+            )
+        if source != "random" and fitted is not None:
+            if k != fitted.k:
+                raise PMarkValueError(
+                    f"the key stores k = {fitted.k} fitted centroids (corpus {fitted.corpus!r}), but "
+                    f"n_clusters = {k} was asked: use n_clusters = {fitted.k} (--n-clusters {fitted.k}) "
+                    "or a key fitted with that k"
+                )
+            return np.array(fitted.values)
         c = self.numpy_rng(f"ksemstamp/centroids/{k}").standard_normal((k, self.dim))
         return c / np.linalg.norm(c, axis=1, keepdims=True)
 

@@ -4,7 +4,7 @@
 a JSON document with the format version, the mode, ``N``, ``b``, the seed, the sampler's settings (temperature,
 top-p, top-k, token cap), the model and encoder ids, the prompt, the key's public fingerprint, the toolkit's
 version, the mode's own settings (offline batch, SemStamp ``lsh_dim`` / ``n_clusters`` / ``gamma`` /
-``max_trials``) and one record per sentence position: the sentence, the candidates sampled, the tokens of the
+``max_trials``; SimMark ``simmark_low`` / ``simmark_high`` / ``max_trials``, E20) and one record per sentence position: the sentence, the candidates sampled, the tokens of the
 chosen candidate, how it ended (``sentence`` / ``eos`` / ``cap``), SemStamp's trials and fallback.
 :meth:`pmark_impl._types.GenerationResult.provenance` returns the same record in Python.
 

@@ -41,11 +41,12 @@ FIELDS = tuple(
 MODE_SETTINGS: dict[str, tuple[str, ...]] = {
     "online": (),
     "offline": ("offline_batch",),
-    "semstamp": ("lsh_dim", "gamma", "max_trials", "green_seeding"),
-    "ksemstamp": ("n_clusters", "gamma", "max_trials", "green_seeding"),
+    "semstamp": ("lsh_dim", "gamma", "max_trials", "green_seeding", "margin"),
+    "ksemstamp": ("n_clusters", "gamma", "max_trials", "green_seeding", "margin"),
+    "simmark": ("simmark_low", "simmark_high", "max_trials"),  # E20: SimMark's cosine interval G
 }
 #: Settings that records written before they existed may lack, with the value their absence means.
-OPTIONAL_SETTINGS: dict[str, Any] = {"green_seeding": "position"}
+OPTIONAL_SETTINGS: dict[str, Any] = {"green_seeding": "position", "margin": 0.0}
 _OUTCOMES = ("sentence", "eos", "cap")
 _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
@@ -116,11 +117,14 @@ class _Fields:
             raise self._bad(name, f"an integer in {lo}..{hi}")
         return v
 
-    def number(self, name: str, lo: float, hi: float, *, open_lo: bool = False) -> float:
+    def number(
+        self, name: str, lo: float, hi: float, *, open_lo: bool = False, open_hi: bool = False
+    ) -> float:
         v = self.doc[name]
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or not (lo < v if open_lo else lo <= v) or v > hi:
-            raise self._bad(name, f"a number in {'(' if open_lo else '['}{lo:g}, {hi:g}]")
+        if not ok or not (lo < v if open_lo else lo <= v) or not (v < hi if open_hi else v <= hi):
+            interval = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
+            raise self._bad(name, f"a number in {interval}")
         return float(v)
 
     def string(
@@ -173,8 +177,14 @@ def _settings(doc: Any, mode: str, where: str) -> dict[str, Any]:
             out[name] = f.choice(name, GREEN_SEEDINGS)
         elif name == "gamma":
             out[name] = f.number(name, 0.0, 1.0, open_lo=True)
+        elif name == "margin":
+            out[name] = f.number(name, 0.0, 1.0, open_hi=True)
+        elif name in ("simmark_low", "simmark_high"):
+            out[name] = f.number(name, -1.0, 1.0)
         else:
             out[name] = f.integer(name, 2 if name == "n_clusters" else 1, 1 << 16)
+    if mode == "simmark" and out["simmark_low"] > out["simmark_high"]:
+        raise ProvenanceError(f"{where} (mode simmark): simmark_low must be <= simmark_high")
     return out
 
 

@@ -28,8 +28,9 @@ __all__ = [
     "check_green_seeding",
 ]
 
-#: Generation modes: PMark online (C10, E5/E6), PMark offline (E7, X2), SemStamp and k-SemStamp (C5–C7, E3).
-MODES = ("online", "offline", "semstamp", "ksemstamp")
+#: Generation modes: PMark online (C10, E5/E6), PMark offline (E7, X2), SemStamp and k-SemStamp (C5–C7, E3),
+#: SimMark (E20: no key; detected with :func:`pmark_impl._simmark.detect_simmark`, not ``detect``).
+MODES = ("online", "offline", "semstamp", "ksemstamp", "simmark")
 #: How SemStamp / k-SemStamp seed the green set of sentence ``t >= 1``: by the position ``t`` (default) or by
 #: the cell of sentence ``t - 1`` (the reference implementations); sentence 0 always uses position 0.
 GREEN_SEEDINGS = ("position", "cell")
@@ -81,9 +82,9 @@ class StepInfo:
       chosen: index of the output among the candidates drawn at this step.
       selectable: indices the output was drawn from uniformly (online survivors, offline argmax set,
         SemStamp green candidates of the accepted batch or, after a fallback, the whole last batch).
-      matches: offline: match count ``h_r`` of the output; online: ``b`` (all halvings); SemStamp: ``None``.
-      trials: SemStamp batches drawn (1 otherwise).
-      fallback: SemStamp: no green candidate in ``max_trials`` batches, uniform fallback used (E3/C6).
+      matches: offline: match count ``h_r`` of the output; online: ``b`` (all halvings); SemStamp, SimMark: ``None``.
+      trials: SemStamp / SimMark batches drawn (1 otherwise).
+      fallback: SemStamp / SimMark: no valid candidate in ``max_trials`` batches, uniform fallback used (E3/C6, E20).
     """
 
     position: int

@@ -8,6 +8,10 @@ One step at sentence position ``t`` (``t = 0`` is the first sentence after the p
   3. apply the SAME pure rule the simulator uses (``pmark_theory.RULES``, the cell rules) to the proxies and
      the key's bits ``r_(t, ·)``, and output a uniform candidate of the rule's mask.
 
+SimMark (``mode="simmark"``, E20) uses no key material: a candidate is valid when its cosine with the previous
+sentence lies in ``[simmark_low, simmark_high]`` (:mod:`pmark_impl._simmark`); the key only seeds the sampling
+randomness below, so the same ``(key, seed)`` gives the same text.
+
 Randomness: candidates come from a ``torch.Generator`` and tie-breaks/choices from a JAX key, both seeded from
 ``HMAC(secret, f"generate/{seed}/{t}/…")`` — independent of the bits, and the same ``(key, seed)`` gives the
 same text. Generation stops after ``max_sentences`` sentences, when the chosen candidate ends the text
@@ -27,6 +31,7 @@ import jax
 import numpy as np
 
 from pmark_impl._keys import WatermarkKey
+from pmark_impl._simmark import previous_embedding, simmark_step
 from pmark_impl._steps import cell_function, cell_step, embed, margin_function, offline_step, online_step
 from pmark_impl._types import (
     MODES,
@@ -39,6 +44,7 @@ from pmark_impl._types import (
 )
 from pmark_theory._cell_rules import check_margin
 from pmark_theory._centring import step_centre
+from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW, check_simmark_interval
 from pmark_theory._validate import (
     PMarkValueError,
     check_green_size,
@@ -150,6 +156,8 @@ def generate(
     model_name: str | None = None,
     margin: float = 0.0,
     green_seeding: str = "position",
+    simmark_low: float = SIMMARK_LOW,
+    simmark_high: float = SIMMARK_HIGH,
 ) -> GenerationResult:
     """Generate a watermarked continuation of ``prompt``, sentence by sentence (C10, E7, E3).
 
@@ -161,6 +169,13 @@ def generate(
       * ``"semstamp"`` / ``"ksemstamp"``: cell = LSH signs of ``lsh_dim`` key-derived normals (``M = 2**h``) /
         nearest of ``n_clusters`` key-derived centroids; green set of ``g = round(gamma M)`` cells per
         position; retry batches of ``N`` up to ``max_trials``, then uniform fallback (E3, C6).
+      * ``"simmark"``: no key (E20); retry batches of ``N`` up to ``max_trials`` until one holds a candidate
+        whose cosine with the previous sentence lies in ``[simmark_low, simmark_high]``, output a uniform one,
+        else a uniform candidate of the last batch. Sentence 0's previous sentence is the prompt's last
+        sentence (none: unconditioned). The reference implementation is ``n_candidates=1, max_trials=100``.
+        Output law :func:`pmark_theory._simmark.simmark_output_law`; detect with
+        :func:`pmark_impl._simmark.detect_simmark` and a :func:`pmark_impl._simmark_calibration.calibrate_simmark`
+        calibration.
 
     Args:
       key: the watermark key (pivots, bits, seeds).
@@ -173,7 +188,7 @@ def generate(
       seed: non-negative int; with the same key, same seed → same text.
       channels: use the first ``b`` of the key's channels (default all).
       offline_batch: offline batch size.
-      lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings.
+      lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings (``max_trials`` also SimMark's).
       progress: called with each :class:`StepInfo` as soon as the step is done.
       splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
       model_name: the LM's id recorded in the provenance (default: the model's ``name_or_path``, if any).
@@ -181,11 +196,13 @@ def generate(
         when its cell is green AND it is margin-clear (SemStamp: smallest ``|cos|`` with the LSH normals
         ``>= margin``; k-SemStamp: top-1 minus top-2 centroid cosine ``>= margin``). After ``max_trials``
         batches without a valid candidate the uniform fallback may output one that is not clear. Detection
-        does not depend on it, and the provenance record does not store it.
+        does not depend on it; the provenance record stores it (records written before it mean 0).
       green_seeding: SemStamp / k-SemStamp: ``"position"`` (default: the green set of sentence ``t`` is keyed
         by ``t``) or ``"cell"`` (the reference implementations: for ``t >= 1`` it is keyed by the cell of the
         sentence output at ``t - 1``, embedded in its normal form as detection embeds it; sentence 0 uses
         position 0). Recorded in the provenance settings of those modes.
+      simmark_low, simmark_high: SimMark's cosine interval ``G`` (default the paper's ``[0.68, 0.76]``), with
+        ``-1 <= low <= high <= 1``; recorded in the provenance settings of ``"simmark"`` (ignored otherwise).
 
     Returns:
       :class:`GenerationResult`; :meth:`GenerationResult.provenance` gives its provenance record. Its
@@ -194,7 +211,8 @@ def generate(
     Raises:
       PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
         from the key's, a sampler returning the wrong number of candidates, ``margin`` outside ``[0, 1)`` or
-        ``margin > 0`` with a PMark mode, an unknown ``green_seeding`` or ``"cell"`` with a PMark mode.
+        ``margin > 0`` with a PMark mode, an unknown ``green_seeding`` or ``"cell"`` with a PMark mode, a bad
+        SimMark interval.
     """
     if mode not in MODES:
         raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -216,6 +234,8 @@ def generate(
     seed = check_positive_int("seed", seed, minimum=0)
     offline_batch = check_positive_int("offline_batch", offline_batch)
     max_trials = check_positive_int("max_trials", max_trials)
+    if mode == "simmark":
+        simmark_low, simmark_high = check_simmark_interval(simmark_low, simmark_high)
     if int(getattr(encoder, "dim", -1)) != key.dim:
         raise PMarkValueError(
             f"encoder dimension {getattr(encoder, 'dim', None)} differs from the key's dimension {key.dim} "
@@ -230,6 +250,7 @@ def generate(
     centring = key.centring if mode in ("online", "offline") else "none"
     chosen_emb: list[np.ndarray] = []  # embeddings of the output sentences, for the running centre (K1)
     prev_cell: int | None = None  # cell of the sentence output at t - 1 (green_seeding = "cell")
+    prev_emb = previous_embedding(encoder, prompt, splitter) if mode == "simmark" else None  # SimMark (E20)
     sentences: list[str] = []
     steps: list[StepInfo] = []
     for t in range(max_sentences):
@@ -242,6 +263,10 @@ def generate(
             out = online_step(rng, sampler, encoder, context, gen, v, bits, n, centre)
         elif mode == "offline":
             out = offline_step(rng, sampler, encoder, context, gen, v, bits, n, offline_batch, centre)
+        elif mode == "simmark":
+            out = simmark_step(
+                rng, sampler, encoder, context, gen, prev_emb, n, simmark_low, simmark_high, max_trials
+            )
         else:
             if green_seeding == "cell" and prev_cell is not None:
                 green = key.green_set_for_cell(prev_cell, n_cells, g)
@@ -272,6 +297,8 @@ def generate(
                 chosen_emb.append(embed(encoder, [text], key.dim)[0])
             if green_seeding == "cell":  # the output's cell, as detection computes it from the normal form
                 prev_cell = int(np.asarray(cell_fn(embed(encoder, [text], key.dim)))[0])
+            if mode == "simmark":  # the previous sentence of t + 1, embedded as detection embeds it
+                prev_emb = embed(encoder, [text], key.dim)[0]
         if progress is not None:
             progress(info)
         if not text or cand.outcome == "eos":
@@ -291,7 +318,17 @@ def generate(
         encoder=str(getattr(encoder, "name", "") or key.encoder),
         model=model_name if model_name is not None else _model_name(sampler),
         sampling=_sampling_settings(sampler),
-        settings=_mode_settings(mode, offline_batch, lsh_dim, n_clusters, gamma, max_trials, green_seeding),
+        settings=_mode_settings(
+            mode,
+            offline_batch,
+            lsh_dim,
+            n_clusters,
+            gamma,
+            max_trials,
+            green_seeding,
+            (simmark_low, simmark_high),
+            margin,
+        ),
     )
 
 
@@ -303,8 +340,10 @@ def _mode_settings(
     gamma: float,
     max_trials: int,
     green_seeding: str = "position",
+    simmark_interval: tuple[float, float] = (SIMMARK_LOW, SIMMARK_HIGH),
+    margin: float = 0.0,
 ) -> dict[str, Any]:
-    """The settings of ``mode`` that generation used (detection of SemStamp modes must use the same)."""
+    """The settings of ``mode`` that generation used (detection of SemStamp / SimMark modes must use the same)."""
     if mode == "offline":
         return {"offline_batch": offline_batch}
     if mode == "semstamp":
@@ -313,6 +352,7 @@ def _mode_settings(
             "gamma": float(gamma),
             "max_trials": max_trials,
             "green_seeding": green_seeding,
+            "margin": float(margin),
         }
     if mode == "ksemstamp":
         return {
@@ -320,6 +360,13 @@ def _mode_settings(
             "gamma": float(gamma),
             "max_trials": max_trials,
             "green_seeding": green_seeding,
+            "margin": float(margin),
+        }
+    if mode == "simmark":
+        return {
+            "simmark_low": float(simmark_interval[0]),
+            "simmark_high": float(simmark_interval[1]),
+            "max_trials": max_trials,
         }
     return {}
 

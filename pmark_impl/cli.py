@@ -1,6 +1,7 @@
 """The ``pmark`` command line: ``keygen``, ``generate``, ``detect``, ``demo``, and dispatch to other packages' commands.
 
     pmark keygen   --out KEY [--encoder NAME] [--dim D] [--channels b] [--seeding position|context] [--force]
+                   [--centroid-corpus builtin|FILE [--n-clusters K]]   (k-SemStamp centroids, spherical k-means)
     pmark generate --key KEY [--mode offline|online|semstamp|ksemstamp] [--n N] [--channels b] [--model M]
                    [--encoder E] [--device cpu|cuda|mps] [--max-sentences T] [--seed S] [--out FILE]
                    [--provenance FILE] [--force] [--allow-insecure-key] (PROMPT | --prompt-file FILE)
@@ -144,6 +145,10 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     from pmark_impl._keys import WatermarkKey, check_key_shape, save_key
 
     _check_can_write(args.out, args.force, "key file")
+    fit = getattr(args, "centroid_corpus", None)
+    if fit is None and (getattr(args, "n_clusters", None) or getattr(args, "centroid_field", None)):
+        raise CLIError("--n-clusters and --centroid-field need --centroid-corpus builtin|FILE")
+    encoder = None
     if args.dim is not None:
         if not args.encoder:
             raise CLIError("--dim needs --encoder (the name of the encoder of that dimension)")
@@ -155,6 +160,15 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
     key = WatermarkKey.generate(None, name, dim, channels)
     if args.seeding != "position":
         key = dataclasses.replace(key, seeding=args.seeding, seed_window=args.seed_window)
+    if fit is not None:  # k-SemStamp centroids by spherical k-means (E2), fitted before anything is written
+        from pmark_impl._centroids import DEFAULT_N_CLUSTERS, centroid_corpus, fit_key_centroids
+
+        documents, corpus = centroid_corpus(fit, args.centroid_field)
+        encoder = encoder if encoder is not None else _load_encoder(args.encoder)
+        if int(encoder.dim) != dim:
+            raise CLIError(f"--dim {dim} differs from the dimension {encoder.dim} of encoder {name!r}")
+        k = args.n_clusters or DEFAULT_N_CLUSTERS
+        key = fit_key_centroids(key, encoder, documents, k, args.centroid_seed, corpus=corpus)
     try:
         save_key(key, args.out, force=args.force)
     except FileExistsError:
@@ -163,7 +177,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write key file {args.out}: {exc.strerror or exc}") from None
     print(
         f"pmark: wrote key {args.out} (encoder {name!r}, d = {dim}, b = {key.channels}, "
-        f"fingerprint {key.fingerprint})",
+        + (f"{key.fitted_centroids.k} centroids fitted on {fit!r}, " if key.fitted_centroids else "")
+        + f"fingerprint {key.fingerprint})",
         file=sys.stderr,
     )
     return 0
@@ -198,6 +213,7 @@ def _progress_bar(total: int, desc: str) -> Any:
 
 def _cmd_generate(args: argparse.Namespace) -> int:
     from pmark_impl._cli_provenance import device_kwargs, generation_provenance_path
+    from pmark_impl._cli_simmark import simmark_generate_kwargs
     from pmark_impl._keys import load_key
     from pmark_impl._models import DEFAULT_LM_NAME
     from pmark_impl._provenance import save_provenance
@@ -238,6 +254,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             gamma=args.gamma,
             max_trials=args.max_trials,
             offline_batch=args.offline_batch,
+            **simmark_generate_kwargs(args),
         )
     finally:
         bar.close()
@@ -262,10 +279,13 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _cmd_detect(args: argparse.Namespace) -> int:
     from pmark_impl._cli_provenance import detection_settings, device_kwargs
+    from pmark_impl._cli_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl._detect import detect
     from pmark_impl._keys import load_key
     from pmark_impl._watermark import resolve_channels
 
+    if wants_simmark_detection(args):
+        return run_detect_simmark(args)
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
     given = args.prompt is not None or args.prompt_file is not None
@@ -315,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from pmark_impl._cli_attacks import cmd_attack, cmd_attacks
     from pmark_impl._cli_calibrate import cmd_calibrate
+    from pmark_impl._cli_simmark import cmd_calibrate_simmark
 
     handlers = {
         "keygen": _cmd_keygen,
@@ -324,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
         "attacks": cmd_attacks,
         "attack": cmd_attack,
         "calibrate": cmd_calibrate,
+        "calibrate-simmark": cmd_calibrate_simmark,
     }
     return _cli_parser.build_parser(handlers, EXTERNAL_COMMANDS)
 

@@ -59,6 +59,7 @@ from pmark_theory._geometry import (
     robustness_radius,
 )
 from pmark_theory._hd import hd_median, hd_median_jax, hd_median_masked_jax, hd_weights
+from pmark_theory._kmeans import SphericalKMeans, spherical_kmeans
 from pmark_theory._offline import (
     MAX_OFFLINE_CHANNELS,
     offline_expected_samples,
@@ -119,6 +120,7 @@ from pmark_theory._semstamp_fixed import (
     semstamp_tilted_factor,
 )
 from pmark_theory._semstamp_margin import semstamp_margin_law
+from pmark_theory._simmark import SimMarkPValues, simmark_output_law, simmark_pvalue, simmark_soft_values
 from pmark_theory._snr import hard_count_power, snr_bounds, snr_moments
 from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
 from pmark_theory._validate import PMarkValueError

@@ -193,6 +193,13 @@ def test_cell_settings_from_the_command_line(tmp_path, capsys, fakes, keyfile):
     )
     settings = load_provenance(provenance_path(out)).settings
     assert settings["n_clusters"] == 5 and settings["max_trials"] == 3
+    out = _generate(tmp_path, key_path, "--mode", "semstamp", "--margin", "0.05", out="m.txt")
+    record = load_provenance(provenance_path(out))
+    assert record.settings["margin"] == 0.05
+    doc = json.loads(Path(provenance_path(out)).read_text())
+    del doc["settings"]["margin"]  # a record written before margin was recorded means no margin
+    Path(provenance_path(out)).write_text(json.dumps(doc))
+    assert load_provenance(provenance_path(out)).settings["margin"] == 0.0
     out = _generate(tmp_path, key_path, "--offline-batch", "16", out="o.txt")
     record = load_provenance(provenance_path(out))
     assert record.settings["offline_batch"] == 16
@@ -289,6 +296,11 @@ MALFORMED = [
     ("sampling-temp", _edit(sampling={"temperature": 0}), "'temperature' must be a number in (0"),
     ("sampling-unknown", _edit(sampling={"beam": 4}), "unknown field(s) 'beam'"),
     ("settings-mode", _edit(settings={"lsh_dim": 3}), "unknown field(s) 'lsh_dim'"),
+    (
+        "margin-one",
+        _edit(mode="semstamp", settings={"lsh_dim": 3, "gamma": 0.25, "max_trials": 16, "margin": 1.0}),
+        "'margin' must be a number in [0, 1)",
+    ),
     ("steps-dict", _edit(steps={"0": {}}), "field 'steps' must be a list"),
     ("step-position", _step(position=5), "'position' must be 0"),
     ("step-outcome", _step(outcome="truncated"), "'outcome' must be one of sentence, eos, cap"),
