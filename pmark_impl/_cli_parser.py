@@ -189,9 +189,9 @@ def build_parser(
         p.add_argument(
             "--n-clusters",
             type=int_type(2, 1 << 16),
-            default=dflt(8),
+            default=None,
             metavar="k",
-            help=f"ksemstamp: cells k (the key's fitted centroids when it has them; default {src}8)",
+            help=f"ksemstamp: cells k (default: {src}the k of the key's fitted centroids, else 8)",
         )
         p.add_argument(
             "--gamma",

@@ -157,7 +157,7 @@ def detect(
     seed: int = 0,
     min_sentences: int = 2,
     lsh_dim: int = 3,
-    n_clusters: int = 8,
+    n_clusters: int | None = None,
     gamma: float = 0.25,
     soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
@@ -183,7 +183,8 @@ def detect(
       channels: use the first ``b`` channels of the key (must match generation).
       seed: seed of the online resampling.
       min_sentences: fewer evidence sentences give "not enough evidence".
-      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation).
+      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation; ``n_clusters=None``: the ``k`` of
+        the key's fitted centroids, else 8).
       soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). ``None``
         (default): the soft p-value is computed only for ``test="soft"``, at :data:`DEFAULT_SOFT_RESOLUTION`
         (otherwise ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``); an integer: computed at that
@@ -244,7 +245,7 @@ def detect_many(
     seed: int = 0,
     min_sentences: int = 2,
     lsh_dim: int = 3,
-    n_clusters: int = 8,
+    n_clusters: int | None = None,
     gamma: float = 0.25,
     soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
@@ -314,6 +315,7 @@ def detect_many(
         }
 
     if mode in ("semstamp", "ksemstamp"):
+        n_clusters = key.default_n_clusters if n_clusters is None else n_clusters
         return [
             _detect_cells(
                 key,

@@ -297,6 +297,11 @@ class WatermarkKey:
         h = check_positive_int("lsh_dim", h)
         return self.numpy_rng(f"semstamp/hyperplanes/{h}").standard_normal((h, self.dim))
 
+    @property
+    def default_n_clusters(self) -> int:
+        """k-SemStamp's ``k`` when none is given: the ``k`` of the fitted centroids, else 8 (random centroids)."""
+        return 8 if self.fitted_centroids is None else int(self.fitted_centroids.k)
+
     def centroids(self, k: int, *, source: str = "auto") -> np.ndarray:
         """k-SemStamp centroids float64 ``[k, d]`` (unit rows); the cells are their Voronoi cells under cosine.
 

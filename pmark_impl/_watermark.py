@@ -148,7 +148,7 @@ def generate(
     channels: int | None = None,
     offline_batch: int = 4,
     lsh_dim: int = 3,
-    n_clusters: int = 8,
+    n_clusters: int | None = None,
     gamma: float = 0.25,
     max_trials: int = 16,
     progress: Callable[[StepInfo], None] | None = None,
@@ -188,7 +188,8 @@ def generate(
       seed: non-negative int; with the same key, same seed → same text.
       channels: use the first ``b`` of the key's channels (default all).
       offline_batch: offline batch size.
-      lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings (``max_trials`` also SimMark's).
+      lsh_dim, n_clusters, gamma, max_trials: SemStamp / k-SemStamp settings (``max_trials`` also SimMark's);
+        ``n_clusters=None``: the ``k`` of the key's fitted centroids, else 8.
       progress: called with each :class:`StepInfo` as soon as the step is done.
       splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
       model_name: the LM's id recorded in the provenance (default: the model's ``name_or_path``, if any).
@@ -242,6 +243,7 @@ def generate(
             f"(the key was made for encoder {key.encoder!r})"
         )
     v = key.pivots()[:b]
+    n_clusters = key.default_n_clusters if n_clusters is None else n_clusters
     cell_fn, n_cells = cell_function(key, mode, lsh_dim, n_clusters)
     g = check_green_size(round(gamma * n_cells), n_cells) if cell_fn is not None else 0
     clear_fn = margin_function(key, mode, lsh_dim, n_clusters, margin) if cell_fn is not None else None

@@ -25,6 +25,7 @@ from pmark_impl._centroids import (
     fit_key_centroids,
 )
 from pmark_impl._corpus import Document, corpus_fingerprint
+from pmark_impl._detect import detect
 from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
 from pmark_impl._steps import cell_function, embed
 from pmark_impl._watermark import generate
@@ -239,7 +240,15 @@ def test_ksemstamp_cells_and_generation_use_the_stored_centroids(encoder, fitted
     random_cells = np.argmax(emb @ key.centroids(4, source="random").T, axis=1)
     assert not np.array_equal(cells, random_cells)  # the fitted partition is not the random one
 
-    res = generate(key, FakeSampler(SENTENCES), encoder, "", mode="ksemstamp", n_clusters=4, max_sentences=6)
+    res = generate(key, FakeSampler(SENTENCES), encoder, "", mode="ksemstamp", max_sentences=6)
+    assert res.settings["n_clusters"] == 4  # no n_clusters given: the fitted k, not the default 8
+    again = generate(
+        key, FakeSampler(SENTENCES), encoder, "", mode="ksemstamp", n_clusters=4, max_sentences=6
+    )
+    assert again.text == res.text
+    det = detect(key, res.text, encoder, mode="ksemstamp")
+    assert det.settings["n_clusters"] == 4
+    assert _key(5).default_n_clusters == 8 and key.default_n_clusters == 4
     g = round(0.25 * 4)
     index = {s: i for i, s in enumerate(SENTENCES)}
     for t, step in enumerate(res.steps):
