@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from pmark_impl._cli_util import MAX_SEED, OneLineArgumentParser, float_type, int_type
 
-__all__ = ["MAX_CANDIDATES", "MAX_SENTENCES", "build_parser"]
+__all__ = ["DEFAULT_N_CANDIDATES", "MAX_CANDIDATES", "MAX_SENTENCES", "build_parser", "default_n_candidates"]
 
 #: Upper bounds of command-line counts (sane limits; larger values are typos).
 MAX_CANDIDATES = 1 << 16
@@ -46,6 +46,15 @@ def _device(text: str) -> str:
 
 
 _device.__name__ = "device"
+
+
+#: ``pmark generate``'s ``N`` when ``--n`` is not given, per mode (measured: ``benchmarks/study_defaults.py``).
+DEFAULT_N_CANDIDATES = {"offline": 64, "online": 16, "semstamp": 16, "ksemstamp": 16, "simmark": 16}
+
+
+def default_n_candidates(mode: str, n: int | None = None) -> int:
+    """``n`` if given, else ``pmark generate``'s default ``N`` for ``mode`` (:data:`DEFAULT_N_CANDIDATES`)."""
+    return DEFAULT_N_CANDIDATES[mode] if n is None else n
 
 
 def _generate_epilog() -> str:
@@ -234,10 +243,11 @@ def build_parser(
     p.add_argument(
         "--n",
         type=_CANDIDATES,
-        default=16,
+        default=None,
         metavar="N",
-        help=f"candidates per sentence (offline: at most N), 1..{MAX_CANDIDATES} (online: N %% 2^b == 0; "
-        "default 16)",
+        help=f"candidates per sentence (offline: at most N), 1..{MAX_CANDIDATES} (online: N %% 2^b == 0); "
+        "default 64 offline (early stop: it costs only where no candidate matches every bit), 16 otherwise "
+        "(benchmarks/study_defaults.py)",
     )
     p.add_argument(
         "--max-sentences",

@@ -222,6 +222,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     b = resolve_channels(key, args.channels)
+    args.n = _cli_parser.default_n_candidates(args.mode, args.n)
     check_positive_int("--n", args.n)
     if args.mode == "online":
         check_n_candidates(args.n, b)
