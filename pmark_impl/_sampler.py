@@ -32,11 +32,34 @@ i.i.d. draws of whatever the sampler's law is, so the watermark laws and their g
 
 Randomness: only the ``torch.Generator`` passed in; same generator state, same context, same model → the same
 candidates, bit for bit, on one machine. The generator must live on the model's device.
+
+Two savings that leave every sampled text unchanged (tested against the plain route, same generator seed):
+
+* **Prefill reuse.** Offline PMark (E7) calls :meth:`LMSentenceSampler.sample` many times with one context (batches
+  of 4 up to ``N``). The sampler keeps ONE entry ``(model, config, context ids) → (last-position logits, prefill KV
+  cache)``; a call with the same key deep-copies the stored cache (the decoding loop mutates its copy) instead of
+  running the prefill again. Same logits and same cache as a fresh prefill (the forward pass is deterministic), so
+  the same candidates. A call with another context, model or config replaces the entry: at most one context's
+  batch-1 cache is held. ``prefill_cache=False`` disables it; :meth:`LMSentenceSampler.clear_prefill_cache` drops it
+  (needed only if the model's weights are edited in place).
+* **Tail-window detokenisation.** A row needs its decoded text only to see whether it now holds a sentence
+  boundary. Before appending a token the row's text has no boundary (it would have stopped), so a new boundary has
+  its terminal mark among the last few tokens' characters: each step decodes only the last :data:`DECODE_WINDOW`
+  tokens and looks for a mark followed by whitespace or the end; only when it finds one, or at a row's end (EOS,
+  cap), is the whole row decoded and the exact rule of :meth:`LMSentenceSampler._advance` applied. A hit in the
+  window that the whole row does not confirm (an artefact of cutting the window) only costs one full decode. The
+  window only has to cover the characters a new token can change: for byte-level BPE at most 3 pending bytes of a
+  split UTF-8 character (≤ 3 tokens) plus the new token and the mark before them, and a few tokens at the window's
+  start whose decoding the cut may alter; 12 tokens leave a margin (checked on random rows of the tiny LM and of
+  SmolLM2's tokenizer in ``tests/pmark_impl/test_sampler.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +83,10 @@ __all__ = [
 OUTCOMES = ("sentence", "eos", "cap")
 #: Terminal mark appended to a candidate cut at the token cap, so that it is one well-formed sentence.
 CAP_MARK = "."
+#: Tokens decoded per step to look for a new sentence boundary (see the module docstring).
+DECODE_WINDOW = 12
+# a terminal mark followed by whitespace or the end: there is a boundary iff this matches (the _segment rule)
+_MARK_THEN_SPACE = re.compile(r"[.!?](?=\s|\Z)")
 
 
 def close_capped(text: str) -> str:
@@ -183,12 +210,25 @@ class LMSentenceSampler:
       model: a transformers causal LM in eval mode whose forward accepts ``past_key_values`` (a ``DynamicCache``).
       tokenizer: its tokenizer (``__call__``, ``decode``, ``eos_token_id``).
       config: token law and length cap.
+      prefill_cache: keep the last context's prefill (logits and KV cache, one entry) for the next call with the
+        same context, model and config (module docstring); ``False``: prefill on every call.
 
     Raises:
       PMarkValueError: the model is in training mode (dropout would change the law) or has no EOS token.
+
+    Thread safety: the prefill entry is one tuple swapped by a single assignment and the stored cache is only
+    ever deep-copied, never mutated, so concurrent calls cannot corrupt it (at worst they prefill twice). The
+    model itself is shared, though: for parallel sampling use one sampler (and one generator) per thread.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, config: SamplingConfig = SamplingConfig()) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        config: SamplingConfig = SamplingConfig(),
+        *,
+        prefill_cache: bool = True,
+    ) -> None:
         if not isinstance(config, SamplingConfig):
             raise PMarkValueError(f"config must be a SamplingConfig, got {type(config).__name__}")
         if getattr(model, "training", False):
@@ -207,6 +247,13 @@ class LMSentenceSampler:
             raise PMarkValueError("tokenizer/model has no eos_token_id: a row could not end before the cap")
         self.eos_ids = frozenset(eos)
         self._eos_index = torch.tensor(sorted(eos), dtype=torch.long)
+        self.prefill_cache = bool(prefill_cache)
+        # (model, key, last-position logits [1, V], prefill cache) of the last context, or None
+        self._prefill_entry: tuple[Any, tuple, torch.Tensor, Any] | None = None
+
+    def clear_prefill_cache(self) -> None:
+        """Drop the stored prefill (frees its KV cache); the next call prefills again."""
+        self._prefill_entry = None
 
     # ---- shared by sample, sentence_logprob and _tiny.enumerate_sentences (one stopping rule) ----
 
@@ -228,6 +275,22 @@ class LMSentenceSampler:
         if token in self.eos_ids:
             return "eos", normalize_whitespace(self._decode(ids))
         ids.append(token)
+        return self._stop_rule(ids)
+
+    def _advance_window(self, ids: list[int], token: int) -> tuple[str | None, str]:
+        """:meth:`_advance` with the tail-window shortcut (module docstring): same result, per-step work bounded."""
+        if token in self.eos_ids:
+            return "eos", normalize_whitespace(self._decode(ids))
+        ids.append(token)
+        if (
+            DECODE_WINDOW < len(ids) < self.config.max_sentence_tokens
+            and _MARK_THEN_SPACE.search(self._decode(ids[-DECODE_WINDOW:])) is None
+        ):
+            return None, ""  # no mark followed by a space near the end: no new boundary
+        return self._stop_rule(ids)
+
+    def _stop_rule(self, ids: list[int]) -> tuple[str | None, str]:
+        """The stopping rule on a row's whole decoded text (``ids`` already holds the new, non-EOS token)."""
         raw = self._decode(ids)
         end = first_sentence_end(raw)
         if end is not None:
@@ -245,7 +308,8 @@ class LMSentenceSampler:
     def sample(self, context: str, n: int, generator: torch.Generator) -> list[Candidate]:
         """Draw ``n`` i.i.d. candidate sentences continuing ``context`` in one batched decoding loop.
 
-        The context is prefilled once; its KV cache is expanded to ``n`` rows; finished rows leave the batch.
+        The context is prefilled once (or its prefill is reused from the previous call with the same context, model
+        and config: same candidates either way); its KV cache is expanded to ``n`` rows; finished rows leave the batch.
 
         Args:
           context: the text so far (prompt plus the sentences already chosen, joined by spaces).
@@ -259,41 +323,99 @@ class LMSentenceSampler:
           PMarkValueError: ``n < 1`` or ``context`` not a string.
         """
         n = check_positive_int("n", n)
-        ctx = self._context_ids(context)
-        out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        return self._sample(context, n, generator, reuse_prefill=self.prefill_cache)
+
+    def _sample(
+        self,
+        context: str,
+        n: int,
+        generator: torch.Generator,
+        *,
+        reuse_prefill: bool,
+        window: bool = True,
+        profile: dict[str, float] | None = None,
+    ) -> list[Candidate]:
+        """:meth:`sample`; ``reuse_prefill``/``window``: the two savings (module docstring), off for the reference
+        route; ``profile``: seconds added under ``prefill``, ``forward``, ``sampling``, ``bookkeeping``, and
+        ``steps``."""
+        clock = time.perf_counter
+        t0 = clock()
+        logits, cache = self._prefill(self._context_ids(context), reuse_prefill)
         cache.batch_repeat_interleave(n)
-        return self._decode_rows(out.logits[:, -1, :].expand(n, -1), cache, n, generator)
+        if profile is not None:
+            profile["prefill"] = profile.get("prefill", 0.0) + clock() - t0
+        advance = self._advance_window if window else self._advance
+        return self._decode_rows(logits.expand(n, -1), cache, n, generator, advance, profile)
+
+    def _prefill(self, ctx: torch.Tensor, reuse: bool) -> tuple[torch.Tensor, Any]:
+        """Last-position logits ``[1, V]`` and a fresh (caller-owned) prefill cache of ``ctx`` ``[1, L]``."""
+        key = (self.config, str(ctx.device), getattr(self.model, "dtype", None), tuple(ctx[0].tolist()))
+        entry = self._prefill_entry
+        if reuse and entry is not None and entry[0] is self.model and entry[1] == key:
+            return entry[2], copy.deepcopy(entry[3])
+        out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
+        logits, cache = out.logits[:, -1, :], out.past_key_values
+        if not reuse:
+            return logits, cache
+        entry = self._prefill_entry = None  # drop the old context's cache before copying the new one
+        self._prefill_entry = (self.model, key, logits, cache)
+        return logits, copy.deepcopy(cache)
 
     def _decode_rows(
-        self, logits: torch.Tensor, cache: Any, n: int, generator: torch.Generator
+        self,
+        logits: torch.Tensor,
+        cache: Any,
+        n: int,
+        generator: torch.Generator,
+        advance: Any = None,
+        profile: dict[str, float] | None = None,
     ) -> list[Candidate]:
+        advance = self._advance_window if advance is None else advance
+        clock = time.perf_counter
+        t_fwd = t_smp = t_book = 0.0
+        steps = 0
         rows = [[] for _ in range(n)]
         counts = [0] * n
         results: list[Candidate | None] = [None] * n
         active = list(range(n))
         while True:
+            t0 = clock()
             probs = self._logprobs(logits).exp_()
             tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            token_list = tokens.tolist()
+            t1 = clock()
+            steps += 1
             keep = []
-            for j, (r, tok) in enumerate(zip(active, tokens.tolist())):
+            for j, (r, tok) in enumerate(zip(active, token_list)):
                 counts[r] += 1
-                outcome, text = self._advance(rows[r], tok)
+                outcome, text = advance(rows[r], tok)
                 if outcome is None:
                     keep.append(j)
                 else:
                     results[r] = Candidate(text=text, n_tokens=counts[r], outcome=outcome)
             if not keep:
+                t_smp, t_book = t_smp + t1 - t0, t_book + clock() - t1
                 break
             if len(keep) < len(active):
                 index = torch.tensor(keep, dtype=torch.long, device=tokens.device)
                 cache.batch_select_indices(index)
                 tokens = tokens[index]
                 active = [active[j] for j in keep]
+            t2 = clock()
             out = self.model(input_ids=tokens[:, None], past_key_values=cache, use_cache=True)
             logits, cache = out.logits[:, -1, :], out.past_key_values
+            t_smp, t_book, t_fwd = t_smp + t1 - t0, t_book + t2 - t1, t_fwd + clock() - t2
+        if profile is not None:
+            for name, value in (
+                ("forward", t_fwd),
+                ("sampling", t_smp),
+                ("bookkeeping", t_book),
+                ("steps", steps),
+            ):
+                profile[name] = profile.get(name, 0.0) + value
         return results  # type: ignore[return-value]
 
+    @torch.inference_mode()
     def sample_one_by_one(self, context: str, n: int, generator: torch.Generator) -> list[Candidate]:
         """Baseline with the same law as :meth:`sample`: ``n`` separate runs, each re-prefilling the context.
 
@@ -306,7 +428,7 @@ class LMSentenceSampler:
           ``n`` candidates (a different random stream from :meth:`sample`, same law).
         """
         n = check_positive_int("n", n)
-        return [self.sample(context, 1, generator)[0] for _ in range(n)]
+        return [self._sample(context, 1, generator, reuse_prefill=False)[0] for _ in range(n)]
 
     @torch.inference_mode()
     def sentence_logprob(self, context: str, sentence: str) -> float:

@@ -22,6 +22,7 @@ from scipy import stats
 
 from pmark_impl._sampler import (
     CAP_MARK,
+    DECODE_WINDOW,
     OUTCOMES,
     Candidate,
     LMSentenceSampler,
@@ -349,3 +350,215 @@ def test_sampler_rejects_bad_input(tiny_lm):
             LMSentenceSampler(model, tok)
     finally:
         model.eval()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the two savings must not change any text: prefill reuse across calls, tail-window detokenisation
+
+
+def _reference(sampler: LMSentenceSampler, context: str, n: int, g: torch.Generator) -> list[Candidate]:
+    """The plain route (the sampler before the savings): fresh prefill, whole row decoded at every step."""
+    return sampler._sample(context, n, g, reuse_prefill=False, window=False)
+
+
+@pytest.fixture(scope="module")
+def wordy_lm():
+    """A tiny LM whose sentences often run past DECODE_WINDOW tokens (marks and EOS made rarer)."""
+    return make_tiny_lm(seed=1, end_bias=-3.0)
+
+
+class _PrefillCounter:
+    """Counts the forward passes of ``model`` that feed more than one position (prefills)."""
+
+    def __init__(self, model):
+        self.count = 0
+        self._hook = model.model.register_forward_pre_hook(self._see, with_kwargs=True)
+
+    def _see(self, module, args, kwargs):
+        self.count += kwargs["input_ids"].shape[1] > 1
+
+    def remove(self):
+        self._hook.remove()
+
+
+OFFLINE_CONTEXTS = [CONTEXT] * 3 + ["the dog sat!"] * 2 + [CONTEXT]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_prefill_reuse_and_window_give_the_same_candidates(wordy_lm, seed):
+    """Offline-style calls (batches of 4, the context repeated, then changed and changed back): the sampler with
+    both savings and the plain route give the same candidates from the same generator seed, with one prefill
+    per change of context instead of one per call."""
+    model, tok = wordy_lm
+    cfg = SamplingConfig(max_sentence_tokens=30)
+    fast, plain = LMSentenceSampler(model, tok, cfg), LMSentenceSampler(model, tok, cfg, prefill_cache=False)
+    g_fast, g_plain = _gen(seed), _gen(seed)
+    counter = _PrefillCounter(model)
+    try:
+        got = [fast.sample(ctx, 4, g_fast) for ctx in OFFLINE_CONTEXTS]
+        n_fast, counter.count = counter.count, 0
+        want = [_reference(plain, ctx, 4, g_plain) for ctx in OFFLINE_CONTEXTS]
+        n_plain = counter.count
+    finally:
+        counter.remove()
+    assert got == want
+    assert (n_fast, n_plain) == (3, len(OFFLINE_CONTEXTS))
+    flat = [c for batch in got for c in batch]
+    # the window shortcut was exercised: rows longer than the window ended by each rule
+    assert {c.outcome for c in flat if c.n_tokens > DECODE_WINDOW} >= {"sentence", "eos"}
+
+
+def test_batched_sample_matches_plain_route_at_large_n(wordy_lm):
+    model, tok = wordy_lm
+    sampler = LMSentenceSampler(model, tok, SamplingConfig.true_law(20))
+    for seed in range(2):
+        a = sampler.sample(CONTEXT, 128, _gen(seed))
+        b = sampler.sample(CONTEXT, 128, _gen(seed))  # the second call reuses the prefill
+        assert a == b == _reference(sampler, CONTEXT, 128, _gen(seed))
+    assert any(c.outcome == "cap" for c in a)
+    # sample_one_by_one never uses (nor replaces) the stored prefill, and is reproducible
+    entry = sampler._prefill_entry
+    assert sampler.sample_one_by_one("the dog sat!", 3, _gen(9)) == sampler.sample_one_by_one(
+        "the dog sat!", 3, _gen(9)
+    )
+    assert sampler._prefill_entry is entry
+
+
+def test_prefill_entry_is_invalidated_by_model_config_and_context(tiny_lm, wordy_lm):
+    model, tok = tiny_lm
+    cfg = SamplingConfig(max_sentence_tokens=8)
+    sampler = LMSentenceSampler(model, tok, cfg)
+    sampler.sample(CONTEXT, 2, _gen(0))
+    counter = _PrefillCounter(model)
+    try:
+        sampler.sample(CONTEXT, 2, _gen(0))
+        assert counter.count == 0  # same context, model, config: reused
+        sampler.config = SamplingConfig(temperature=1.3, max_sentence_tokens=8)
+        got = sampler.sample(CONTEXT, 16, _gen(1))
+        assert counter.count == 1  # another config: prefilled again
+        sampler.sample("the dog sat!", 2, _gen(0))
+        assert counter.count == 2  # another context
+        sampler.clear_prefill_cache()
+        sampler.sample("the dog sat!", 2, _gen(0))
+        assert counter.count == 3  # cleared
+    finally:
+        counter.remove()
+    assert got == _reference(LMSentenceSampler(model, tok, sampler.config), CONTEXT, 16, _gen(1))
+    # another model (same tokenizer family, other weights): prefilled again, its own law
+    other, other_tok = wordy_lm
+    sampler.model, sampler.tokenizer = other, other_tok
+    got = sampler.sample("the dog sat!", 16, _gen(2))
+    assert got == _reference(LMSentenceSampler(other, other_tok, sampler.config), "the dog sat!", 16, _gen(2))
+    assert sampler._prefill_entry[0] is other
+
+
+def test_prefill_entry_holds_one_context_and_is_never_mutated(tiny_lm):
+    import gc
+    import weakref
+
+    model, tok = tiny_lm
+    sampler = LMSentenceSampler(model, tok, SamplingConfig(max_sentence_tokens=8))
+    n_ctx = len(tok(CONTEXT).input_ids)
+    for _ in range(3):
+        sampler.sample(CONTEXT, 8, _gen(0))
+        cache = sampler._prefill_entry[3]
+        assert cache.get_seq_length() == n_ctx  # the loop grew and shrank its own copy, not the stored one
+        assert all(layer.keys.shape[0] == 1 for layer in cache.layers)
+    ref = weakref.ref(cache)
+    del cache
+    sampler.sample("the dog sat!", 8, _gen(0))
+    gc.collect()
+    assert ref() is None  # the first context's cache is freed: one entry only
+    assert sampler._prefill_entry[3].get_seq_length() == len(tok("the dog sat!").input_ids)
+    sampler.clear_prefill_cache()
+    assert sampler._prefill_entry is None
+    off = LMSentenceSampler(model, tok, prefill_cache=False)
+    off.sample(CONTEXT, 2, _gen(0))
+    assert off._prefill_entry is None
+
+
+def _walk_rows(sampler: LMSentenceSampler, rows) -> Counter:
+    """Feed each token row to ``_advance`` (whole row decoded) and ``_advance_window``; every step's result must
+    agree. Returns how the rows ended, split by whether they outgrew the window."""
+    seen = Counter()
+    for row in rows:
+        a, b = [], []
+        for tok in row:
+            want = sampler._advance(a, int(tok))
+            assert sampler._advance_window(b, int(tok)) == want, (row, a)
+            assert a == b
+            if want[0] is not None:
+                seen[(want[0], len(a) > DECODE_WINDOW)] += 1
+                break
+    return seen
+
+
+def test_window_detokenisation_matches_whole_row_tiny(tiny_lm):
+    """Random token rows (marks and EOS rare, so rows outgrow the window) over the tiny word-level tokenizer,
+    whose decoder joins words with spaces and removes the space before punctuation."""
+    _, tok = tiny_lm
+    sampler = LMSentenceSampler(tiny_lm[0], tok, SamplingConfig.true_law(48))
+    vocab = tok.get_vocab()
+    marks = [vocab[m] for m in ".!?"]
+    words = [i for t, i in vocab.items() if not t.startswith("<") and i not in marks]
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(1500):
+        kind = rng.random(60)
+        row = rng.choice(words, 60)
+        row = np.where(kind < 0.03, rng.choice(marks, 60), row)
+        row = np.where(kind > 0.995, tok.eos_token_id, row)
+        rows.append(row.tolist())
+    seen = _walk_rows(sampler, rows)
+    assert seen[("sentence", True)] > 100 and seen[("cap", True)] > 10 and seen[("eos", True)] > 10, seen
+
+
+@pytest.mark.slow
+def test_window_detokenisation_matches_whole_row_smollm2_tokenizer():
+    """SmolLM2's byte-level BPE: rows mixing single-byte tokens (split UTF-8 characters), tokens holding marks or
+    whitespace, pieces of real multilingual text and random vocabulary."""
+    import types
+
+    pytest.importorskip("gguf")
+    from transformers import AutoTokenizer
+
+    from pmark_impl._models import default_lm_path
+
+    try:
+        path = default_lm_path()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        pytest.skip(str(exc))
+    folder, name = path.rsplit("/", 1)
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    sampler = LMSentenceSampler(types.SimpleNamespace(training=False), tok, SamplingConfig())
+    vocab = tok.get_vocab()
+    byte_tokens = [i for t, i in vocab.items() if len(t) == 1]
+    marky = [i for t, i in vocab.items() if any(ch in t for ch in ".!?") and len(t) <= 4]
+    spacey = [i for t, i in vocab.items() if t.strip("ĠĊĉ") == "" and t]
+    text = "Café naïve — 日本語のテキスト。 Ünïcödé! Ελληνικά? 😀 emoji... e.g. 3.5 ok?! done.\n" * 4
+    real = tok(text, add_special_tokens=False).input_ids
+    rng = np.random.default_rng(0)
+    pools = [byte_tokens, marky, spacey, list(range(len(vocab)))]
+    weights = np.array([0.45, 0.04, 0.06, 0.45])
+    rows = []
+    for r in range(600):
+        if r % 4 == 0:  # a window of the real text
+            start = int(rng.integers(0, len(real) - 48))
+            rows.append(real[start : start + 48])
+            continue
+        pool_of = rng.choice(len(pools), 48, p=weights)
+        rows.append([int(rng.choice(pools[p])) for p in pool_of])
+    seen = _walk_rows(sampler, rows)
+    assert seen[("sentence", True)] > 20 and seen[("cap", True)] > 5, seen
+
+
+@pytest.mark.slow
+def test_smollm2_savings_give_the_same_candidates(smollm2):
+    model, tok = smollm2
+    prompt = (
+        "Write a short essay about the history of the Roman Empire. The Roman Empire spans many centuries."
+    )
+    fast, plain = LMSentenceSampler(model, tok), LMSentenceSampler(model, tok, prefill_cache=False)
+    g_fast, g_plain = _gen(0), _gen(0)
+    for ctx in [prompt] * 3 + [prompt + " It was vast."] * 2:
+        assert fast.sample(ctx, 4, g_fast) == _reference(plain, ctx, 4, g_plain)
