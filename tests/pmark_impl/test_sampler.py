@@ -27,11 +27,11 @@ from pmark_impl._sampler import (
     Candidate,
     LMSentenceSampler,
     SamplingConfig,
-    _top_p_drop,
     filtered_logprobs,
 )
 from pmark_impl._segment import split_sentences
 from pmark_impl._tiny import enumerate_sentences, make_tiny_lm
+from pmark_impl._token_law import _top_p_drop
 from pmark_theory._validate import PMarkValueError
 
 CONTEXT = "the cat sat."
