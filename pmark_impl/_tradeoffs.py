@@ -86,7 +86,7 @@ def tradeoff_rows(
     ns: Sequence[int] = (16, 32, 64),
     bs: Sequence[int] = (2, 3, 4),
     *,
-    offline_batch: int = 4,
+    offline_batch: int = 16,
     alpha: float = 0.01,
 ) -> list[dict[str, Any]]:
     """One row per ``(mode, N, b)``: expected candidates and matching bits per sentence (X2, X5).
@@ -94,7 +94,7 @@ def tradeoff_rows(
     Args:
       ns: candidate budgets ``N`` (online rows need ``N % 2**b == 0``; other pairs are skipped).
       bs: channel counts ``b``.
-      offline_batch: the offline batch size ``B`` (``pmark generate`` uses 4).
+      offline_batch: the offline batch size ``B`` (``pmark generate``'s default 16).
       alpha: level of the "sentences needed" column.
 
     Returns:

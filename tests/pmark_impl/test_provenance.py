@@ -200,10 +200,10 @@ def test_cell_settings_from_the_command_line(tmp_path, capsys, fakes, keyfile):
     del doc["settings"]["margin"]  # a record written before margin was recorded means no margin
     Path(provenance_path(out)).write_text(json.dumps(doc))
     assert load_provenance(provenance_path(out)).settings["margin"] == 0.0
-    out = _generate(tmp_path, key_path, "--offline-batch", "16", out="o.txt")
+    out = _generate(tmp_path, key_path, "--offline-batch", "2", out="o.txt")
     record = load_provenance(provenance_path(out))
-    assert record.settings["offline_batch"] == 16
-    assert all(step["n_candidates_sampled"] % 16 == 0 for step in record.to_dict()["steps"])
+    assert record.settings["offline_batch"] == 2
+    assert all(step["n_candidates_sampled"] % 2 == 0 for step in record.to_dict()["steps"])
     capsys.readouterr()
     for flags in (["--lsh-dim", "0"], ["--gamma", "1"], ["--max-trials", "0"], ["--offline-batch", "0"]):
         assert cli.main(["generate", "--key", key_path, *flags, PROMPT]) == 2
