@@ -15,6 +15,7 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
 from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._provenance import load_provenance
 from pmark_impl._watermark import generate
 from pmark_theory._validate import PMarkValueError
 
@@ -185,4 +186,5 @@ def test_cli_provenance_of_a_margin_run_still_loads(cli_world, tmp_path, capsys)
     argv = ["generate", "--key", keyfile, "--mode", "semstamp", "--n", "4", "--max-sentences", "2"]
     assert cli.main([*argv, "--margin", "0.1", "--out", str(out), "P."]) == 0
     doc = json.loads((tmp_path / "t.txt.pmark.json").read_text(encoding="utf-8"))
-    assert doc["mode"] == "semstamp" and "margin" not in doc["settings"]
+    assert doc["mode"] == "semstamp" and doc["settings"]["margin"] == 0.1  # recorded, and the record loads
+    assert load_provenance(tmp_path / "t.txt.pmark.json").settings["margin"] == 0.1
