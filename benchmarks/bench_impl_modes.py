@@ -2,8 +2,9 @@
 
 (1) Generation cost per watermarked sentence, ``b = 4``, ``N = 64`` (``--quick``: ``N = 16``), same key and
 prompt: online PMark samples all ``N`` candidates in one batch; offline PMark samples batches of
-``offline_batch = 4`` and stops at the first perfect match (E7; for balanced sign patterns the expected number of
-candidates is ``sum_k B (1 - 2^-b)^(B k)`` over the ``N / B`` batches, ~17.3 at ``N = 64``). Reported per sentence:
+``offline_batch = 16`` (the CLI default) and stops at the first perfect match (E7; for balanced sign patterns the
+expected number of candidates is ``sum_k B (1 - 2^-b)^(B k)`` over the ``N / B`` batches: 24.4 at ``N = 64``,
+17.3 with ``B = 4``). Reported per sentence:
 candidates (``GenerationResult.steps``), tokens sampled over ALL candidates (counted by a wrapper around the
 sampler; ``StepInfo.tokens`` counts the kept sentence only) and wall time. Goals: offline / online sampled tokens
 ``<= 0.35`` and wall time per sentence ``<= 0.5``; online detection of the online text (it re-samples ``N``
@@ -54,7 +55,7 @@ GOAL_TIME_RATIO = 0.5  # offline wall time per sentence vs online, same N
 GOAL_ONLINE_DETECT_RATIO = 1.2  # online detection vs generating the same text
 GOAL_THROUGHPUT_RATIO = 0.8
 CHANNELS = 4
-OFFLINE_BATCH = 4
+OFFLINE_BATCH = 16  # pmark generate's default (benchmarks/study_defaults.py)
 COARSE_SOFT_RESOLUTION = 2**8
 CORPUS_TEXTS, CORPUS_SENTENCES = 40, 12
 PROMPT = "The bicycle was invented in the early nineteenth century."
