@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import statistics
+import time
 from typing import Any
 
-__all__ = ["OPS", "BenchmarkSkipped", "format_value", "goal", "require_default_models"]
+__all__ = ["OPS", "BenchmarkSkipped", "format_value", "goal", "median_times", "require_default_models"]
 
 #: Comparison operators a goal may use, with the test they stand for.
 OPS = {
@@ -99,3 +101,16 @@ def require_default_models(lm: bool = True, encoder: bool = False) -> None:
             default_lm_path()
         except (ModuleNotFoundError, FileNotFoundError) as exc:
             raise BenchmarkSkipped(f"SmolLM2 weights are absent: {exc}") from None
+
+
+def median_times(fns: dict, repeats: int) -> dict:
+    """Median seconds of each callable, timed in turn ``repeats`` times (interleaved: load hits all alike)."""
+    for fn in fns.values():
+        fn()  # warm-up: JAX compiles the evidence for this shape, first-call allocations
+    times: dict = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}

@@ -26,7 +26,6 @@ Everything runs with ``torch.set_num_threads(1)`` (restored afterwards), as in `
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from collections import Counter
 
@@ -42,7 +41,7 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np
 import torch
 
-from benchmarks._common import goal, require_default_models
+from benchmarks._common import goal, median_times, require_default_models
 from pmark_impl._detect import detect, detect_many
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._models import DEFAULT_ENCODER_NAME, DEFAULT_LM_NAME, load_default_encoder, load_default_lm
@@ -129,19 +128,6 @@ def _generation(key, sampler, encoder, mode: str, n: int, sentences: int) -> dic
     }
 
 
-def _median_times(fns: dict, repeats: int) -> dict:
-    """Median seconds of each callable, timed in turn ``repeats`` times (interleaved: load hits all alike)."""
-    for fn in fns.values():
-        fn()  # warm-up: JAX compiles the evidence for this shape, first-call allocations
-    times: dict = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def _throughput(key, sampler, encoder, n_sentences: int, repeats: int) -> dict:
     gen = torch.Generator().manual_seed(1)
     pool_size = max(n_sentences, CORPUS_TEXTS * CORPUS_SENTENCES // 4)
@@ -153,7 +139,7 @@ def _throughput(key, sampler, encoder, n_sentences: int, repeats: int) -> dict:
     rng = np.random.default_rng(2)
     corpus = [" ".join(rng.choice(pool, CORPUS_SENTENCES)) for _ in range(CORPUS_TEXTS)]
     corpus_split = [s for t in corpus for s in split_sentences(t)]
-    t = _median_times(
+    t = median_times(
         {
             "detect": lambda: detect(key, text, encoder, mode="offline"),
             "soft": lambda: detect(key, text, encoder, mode="offline", test="soft"),

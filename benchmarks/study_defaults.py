@@ -34,7 +34,6 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -50,6 +49,8 @@ jax.config.update("jax_enable_x64", True)
 
 import numpy as np
 from scipy import stats
+
+from benchmarks._common import median_times
 
 RESULTS = Path(__file__).resolve().parent / "results" / "studies"  # not benchmark goals: kept apart
 PROMPTS = (
@@ -186,15 +187,7 @@ def _batch_seconds(sampler, context: str, repeats: int) -> dict[int, float]:
         bsz: (lambda bsz=bsz: sampler.sample(context, bsz, torch.Generator().manual_seed(bsz)))
         for bsz in BATCHES
     }
-    for fn in fns.values():
-        fn()
-    times: dict[int, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return median_times(fns, repeats)  # interleaved repeats after a warm-up
 
 
 def run(quick: bool, keys: int = 400, seed: int = 0, max_contexts: int | None = None) -> dict:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pmark_impl._corpus import check_corpus_record
 from pmark_theory._centring import CENTRING_MODES, centred_proxies, check_centring, context_centres
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -48,7 +49,6 @@ DEFAULT_CENTRING = "context"
 DEFAULT_CONFIDENCE = 0.95
 #: Calibration corpus documents are cut into texts of this many sentences (a typical detected text).
 DEFAULT_TEXT_SENTENCES = 8
-_MAX_CORPUS_NAME = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,17 +91,7 @@ class KeyCalibration:
         object.__setattr__(self, "n_positive", pos)
         object.__setattr__(self, "n_total", n_total)
         object.__setattr__(self, "text_sentences", check_positive_int("text_sentences", self.text_sentences))
-        if (
-            not isinstance(self.corpus, str)
-            or len(self.corpus) > _MAX_CORPUS_NAME
-            or not self.corpus.isprintable()
-        ):
-            raise PMarkValueError(
-                f"corpus must be a printable string of at most {_MAX_CORPUS_NAME} characters"
-            )
-        fp = self.corpus_fingerprint
-        if not isinstance(fp, str) or len(fp) != 16 or any(c not in "0123456789abcdef" for c in fp):
-            raise PMarkValueError("corpus_fingerprint must be 16 lowercase hexadecimal digits")
+        check_corpus_record(self.corpus, self.corpus_fingerprint)
 
     @property
     def dim(self) -> int:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pmark_impl._corpus import Document, corpus_fingerprint
+from pmark_impl._corpus import MAX_CORPUS_NAME, Document, check_corpus_record, corpus_fingerprint
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -50,7 +50,6 @@ DEFAULT_N_CLUSTERS = 8
 MAX_CENTROID_VALUES = 64 * 768
 #: Stored centroids must have unit norm within this (they are written with ``repr`` precision).
 UNIT_NORM_ATOL = 1e-9
-_MAX_CORPUS_NAME = 256
 _MAX_SEED = 2**63 - 1
 _FIELDS = ("k", "d", "corpus", "corpus_fingerprint", "n_sentences", "seed", "values")
 
@@ -104,17 +103,7 @@ class KeyCentroids:
             )
         v.setflags(write=False)
         object.__setattr__(self, "values", v)
-        if (
-            not isinstance(self.corpus, str)
-            or len(self.corpus) > _MAX_CORPUS_NAME
-            or not self.corpus.isprintable()
-        ):
-            raise PMarkValueError(
-                f"corpus must be a printable string of at most {_MAX_CORPUS_NAME} characters"
-            )
-        fp = self.corpus_fingerprint
-        if not isinstance(fp, str) or len(fp) != 16 or any(c not in "0123456789abcdef" for c in fp):
-            raise PMarkValueError("corpus_fingerprint must be 16 lowercase hexadecimal digits")
+        check_corpus_record(self.corpus, self.corpus_fingerprint)
         n = check_positive_int("n_sentences", self.n_sentences, minimum=v.shape[0])
         if n > 2**53:
             raise PMarkValueError(f"n_sentences must be at most 2**53, got {n}")
@@ -237,7 +226,7 @@ def centroid_corpus(spec: str, field: str | None = None) -> tuple[list[Document]
         if field is not None:
             raise PMarkValueError("--centroid-field applies to a .jsonl centroid corpus, not 'builtin'")
         return builtin_documents(), "builtin"
-    return read_corpus(spec, field=field), Path(spec).name[:_MAX_CORPUS_NAME]
+    return read_corpus(spec, field=field), Path(spec).name[:MAX_CORPUS_NAME]
 
 
 def _sentences_and_fingerprint(corpus: Any) -> tuple[list[str], str]:
@@ -307,7 +296,7 @@ def fit_centroids(
     fit = spherical_kmeans(seed, emb, k, n_init=n_init, max_iter=max_iter)
     return KeyCentroids(
         values=fit.centroids,
-        corpus=str(corpus)[:_MAX_CORPUS_NAME],
+        corpus=str(corpus)[:MAX_CORPUS_NAME],
         corpus_fingerprint=fingerprint,
         n_sentences=len(sentences),
         seed=seed,

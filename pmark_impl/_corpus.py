@@ -35,10 +35,12 @@ from pmark_theory._validate import PMarkValueError, check_positive_int, check_un
 
 __all__ = [
     "CORPUS_LIMIT_BYTES",
+    "MAX_CORPUS_NAME",
     "MAX_WORDS",
     "MIN_WORDS",
     "Document",
     "builtin_documents",
+    "check_corpus_record",
     "corpus_fingerprint",
     "held_out_texts",
     "read_corpus",
@@ -193,6 +195,27 @@ def corpus_fingerprint(documents: Sequence[Document]) -> str:
 # --------------------------------------------------------------------------------------------------------------
 # A user's corpus file.
 # --------------------------------------------------------------------------------------------------------------
+#: Longest corpus label stored with a calibration or fitted centroids.
+MAX_CORPUS_NAME = 256
+
+
+def check_corpus_record(corpus: object, fingerprint: object) -> None:
+    """Check a stored corpus label (printable, at most :data:`MAX_CORPUS_NAME` characters) and its fingerprint
+    (:func:`corpus_fingerprint`: 16 lowercase hexadecimal digits).
+
+    Raises:
+      PMarkValueError: either is malformed.
+    """
+    if not isinstance(corpus, str) or len(corpus) > MAX_CORPUS_NAME or not corpus.isprintable():
+        raise PMarkValueError(f"corpus must be a printable string of at most {MAX_CORPUS_NAME} characters")
+    if (
+        not isinstance(fingerprint, str)
+        or len(fingerprint) != 16
+        or any(c not in "0123456789abcdef" for c in fingerprint)
+    ):
+        raise PMarkValueError("corpus_fingerprint must be 16 lowercase hexadecimal digits")
+
+
 def _text_id(text: str) -> str:
     """A content-based id: the split of a document does not depend on where it sits in the file."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
