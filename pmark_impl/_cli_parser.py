@@ -422,6 +422,9 @@ def build_parser(
     from pmark_impl._cli_simmark import add_calibrate_simmark_parser
 
     add_calibrate_simmark_parser(sub, handlers["calibrate-simmark"], float_type, int_type)
+    from pmark_impl._cli_evaluate import add_evaluate_parser
+
+    add_evaluate_parser(sub, handlers["evaluate"], float_type, int_type, _SEED)
     for name, (_module, _fn, help_text) in external.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser

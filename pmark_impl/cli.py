@@ -336,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from pmark_impl._cli_attacks import cmd_attack, cmd_attacks
     from pmark_impl._cli_calibrate import cmd_calibrate
+    from pmark_impl._cli_evaluate import cmd_evaluate
     from pmark_impl._cli_simmark import cmd_calibrate_simmark
 
     handlers = {
@@ -347,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         "attack": cmd_attack,
         "calibrate": cmd_calibrate,
         "calibrate-simmark": cmd_calibrate_simmark,
+        "evaluate": cmd_evaluate,
     }
     return _cli_parser.build_parser(handlers, EXTERNAL_COMMANDS)
 

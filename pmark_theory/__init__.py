@@ -43,6 +43,21 @@ from pmark_theory._detection import (
     soft_null_mean,
     soft_null_var,
 )
+from pmark_theory._eval_stats import (
+    Proportion,
+    auc,
+    auc_ci,
+    clopper_pearson,
+    critical_count,
+    empirical_threshold,
+    predicted_tpr,
+    predicted_tpr_interval,
+    proportion,
+    roc_curve,
+    tpr_at_alpha,
+    tpr_at_empirical_fpr,
+    trend_test,
+)
 from pmark_theory._gaussian_a import gaussian_expected_a
 from pmark_theory._geometry import (
     angle_density,

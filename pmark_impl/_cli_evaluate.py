@@ -1,0 +1,316 @@
+"""``pmark evaluate``: the paper's experiments on a real LM and a prompt set, into a resumable report (issue 14).
+
+    pmark evaluate [--prompts builtin|FILE|hf:ID[:SPLIT]] [--field F] [--prompt-field F] [--format auto|jsonl|csv|text]
+                   [--limit K] [--min-sentences M] [--max-sentences T]
+                   [--schemes online,offline,semstamp,ksemstamp,simmark,none] [--n N] [--channels b]
+                   [--attack NAME[:param=v1,v2;...]]... [--grid 'N=8,16,32,64 b=1,2,3,4']
+                   [--model M] [--encoder E] [--oracle M|same|none] [--device D] [--key KEY | --key-seed S]
+                   [--seed S] [--out DIR] [--force]
+
+Everything the user gave is checked before a model is loaded (schemes, attacks, the grid, the prompt file, the
+key file), and the prompts' lengths against the model before any generation; every error is one line and exit
+status 2. Under ``torchrun --nproc_per_node K -m pmark_impl.cli evaluate …`` (or ``accelerate launch``) each rank
+takes every K-th document and rank 0 writes the report (:mod:`pmark_impl.evaluate._distributed`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_evaluate_parser", "cmd_evaluate"]
+
+DEFAULT_OUT = "pmark-evaluation"
+DEFAULT_SCHEMES = "online,offline,none"
+DEFAULT_ATTACKS = ("word-delete:rate=0.15",)
+
+
+def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, seed_type: Any) -> None:
+    """Add the ``evaluate`` subcommand to ``sub``."""
+    p = sub.add_parser(
+        "evaluate",
+        help="the paper's experiments on a prompt set: detection (TPR at FPR, AUC, with intervals), robustness, "
+        "cost and quality, predicted vs observed TPR, into a resumable report folder",
+    )
+    g = p.add_argument_group("prompts")
+    g.add_argument(
+        "--prompts",
+        default="builtin",
+        metavar="SRC",
+        help="'builtin' (32 documents shipped with the toolkit, default), a .jsonl / .csv / text file (one document "
+        "per line), or hf:DATASET[:SPLIT] where a hub is reachable",
+    )
+    g.add_argument(
+        "--field", default="text", help="the document field of a .jsonl / .csv / hf source (default text)"
+    )
+    g.add_argument(
+        "--prompt-field",
+        default=None,
+        help="take the prompt from this field and the human text from --field (default: the paper's protocol, "
+        "the document's first sentence is the prompt and the rest the human text)",
+    )
+    g.add_argument("--format", default="auto", choices=("auto", "jsonl", "csv", "text"), help="file format")
+    g.add_argument("--limit", type=int_type(1), default=None, help="use the first K usable documents")
+    g.add_argument(
+        "--min-sentences",
+        type=int_type(1, 10_000),
+        default=3,
+        help="skip documents whose human text has fewer sentences (default 3)",
+    )
+    g.add_argument(
+        "--max-sentences",
+        type=int_type(1, 1000),
+        default=12,
+        help="sentences per generated text at most; the human negative is cut to the text's count (default 12)",
+    )
+    g = p.add_argument_group("schemes and attacks")
+    g.add_argument(
+        "--schemes",
+        default=DEFAULT_SCHEMES,
+        help=f"comma-separated: online, offline, semstamp, ksemstamp, simmark, none (default {DEFAULT_SCHEMES})",
+    )
+    g.add_argument("--n", type=int_type(1, 4096), default=None, help="N of every scheme (default per scheme)")
+    g.add_argument("--channels", type=int_type(1, 64), default=4, help="b of online / offline (default 4)")
+    g.add_argument(
+        "--attack",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        help="NAME or NAME:param=v1,v2;param=v (one attack per value), repeatable; 'none' for no attack "
+        f"(default {' '.join(DEFAULT_ATTACKS)}; see pmark attacks)",
+    )
+    g.add_argument(
+        "--grid", default=None, help="the Table 3 sweep of online and offline, e.g. 'N=8,16,32,64 b=1,2,3,4'"
+    )
+    g.add_argument("--offline-batch", type=int_type(1, 4096), default=16, help="offline batch (default 16)")
+    g.add_argument("--lsh-dim", type=int_type(1, 16), default=None, help="SemStamp LSH dimension (default 3)")
+    g.add_argument("--n-clusters", type=int_type(2, 1024), default=None, help="k-SemStamp clusters")
+    g.add_argument(
+        "--gamma", type=float_type(0, 1, open_lo=True, open_hi=True), default=None, help="green share"
+    )
+    g.add_argument("--max-trials", type=int_type(1, 10_000), default=None, help="SemStamp / SimMark batches")
+    g.add_argument("--simmark-low", type=float_type(-1, 1), default=None, help="SimMark interval start")
+    g.add_argument("--simmark-high", type=float_type(-1, 1), default=None, help="SimMark interval end")
+    g.add_argument(
+        "--simmark-calibration",
+        default=None,
+        metavar="FILE",
+        help="SimMark's gamma (pmark calibrate-simmark); default: measured on the built-in corpus",
+    )
+    g = p.add_argument_group("models and key")
+    g.add_argument("--model", default=None, help="LM name or path (default: SmolLM2-135M-Instruct, offline)")
+    g.add_argument("--encoder", default=None, help="sentence encoder (default: all-MiniLM-L6-v2, offline)")
+    g.add_argument(
+        "--oracle",
+        default="same",
+        help="perplexity oracle LM: 'same' (the generating LM, default), a name or path, or 'none'",
+    )
+    g.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:N or mps (under torchrun: cuda = this rank's GPU)"
+    )
+    g.add_argument("--temperature", type=float_type(0, 100, open_lo=True), default=None, help="(default 0.7)")
+    g.add_argument("--top-p", type=float_type(0, 1, open_lo=True), default=None, help="(default 0.95)")
+    g.add_argument(
+        "--key", default=None, metavar="KEY", help="a key file (default: an evaluation key from --key-seed)"
+    )
+    g.add_argument("--key-seed", type=seed_type, default=0, help="seed of the evaluation key (default 0)")
+    g = p.add_argument_group("run")
+    g.add_argument(
+        "--seed", type=seed_type, default=0, help="base seed of texts, attacks, detection (default 0)"
+    )
+    g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})")
+    g.add_argument("--force", action="store_true", help="replace an evaluation with other settings in --out")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=handler)
+
+
+def _runs(args: argparse.Namespace) -> tuple[Any, ...]:
+    from pmark_impl.evaluate._config import build_runs, parse_attacks, parse_grid
+
+    schemes = [s.strip() for s in str(args.schemes).split(",") if s.strip()]
+    attacks = [a for spec in (args.attack or DEFAULT_ATTACKS) for a in parse_attacks(spec)]
+    grid = parse_grid(args.grid) if args.grid is not None else None
+    options = {
+        "offline_batch": args.offline_batch,
+        "lsh_dim": args.lsh_dim,
+        "n_clusters": args.n_clusters,
+        "gamma": args.gamma,
+        "max_trials": args.max_trials,
+        "simmark_low": args.simmark_low,
+        "simmark_high": args.simmark_high,
+    }
+    return build_runs(schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, **options)
+
+
+def _device(args: argparse.Namespace, world: Any) -> str | None:
+    from pmark_impl._cli_parser import _device as parse_device
+
+    if args.device is None:
+        return None
+    try:
+        device = parse_device(args.device)
+    except argparse.ArgumentTypeError as exc:
+        from pmark_impl._cli_files import CLIError
+
+        raise CLIError(f"--device: {exc}") from None
+    if device == "cuda" and world.distributed:
+        return f"cuda:{world.local_rank}"
+    return device
+
+
+def _key(args: argparse.Namespace, encoder: Any, channels: int) -> Any:
+    import numpy as np
+
+    from pmark_impl._keys import KeyFileError, WatermarkKey, load_key
+
+    if args.key is None:  # an evaluation key: reproducible from --key-seed, never saved
+        return WatermarkKey.generate(
+            np.random.default_rng(args.key_seed), encoder.name, encoder.dim, channels
+        )
+    key = load_key(args.key)
+    if key.dim != int(encoder.dim):
+        raise KeyFileError(f"key file {args.key} is for dimension {key.dim}, the encoder has {encoder.dim}")
+    if key.channels < channels:
+        raise KeyFileError(f"key file {args.key} has {key.channels} channels; the runs need b = {channels}")
+    return key
+
+
+def _simmark_calibration(args: argparse.Namespace, encoder: Any, runs: Any) -> Any:
+    if not any(r.scheme == "simmark" for r in runs):
+        return None
+    from pmark_impl._simmark_calibration import calibrate_simmark, load_simmark_calibration
+
+    if args.simmark_calibration is not None:
+        return load_simmark_calibration(args.simmark_calibration)
+    from pmark_impl._corpus import builtin_documents
+    from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW
+
+    low = SIMMARK_LOW if args.simmark_low is None else args.simmark_low
+    high = SIMMARK_HIGH if args.simmark_high is None else args.simmark_high
+    return calibrate_simmark(encoder, builtin_documents(), low, high)
+
+
+def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple[Any, Any] | None:
+    if args.oracle == "none":
+        return None
+    if args.oracle == "same":
+        return sampler.model, sampler.tokenizer
+    from pmark_impl._models import load_lm
+
+    return load_lm(args.oracle, **({"device": device} if device else {}))
+
+
+def _progress(args: argparse.Namespace, world: Any) -> Any:
+    if args.quiet:
+        return None
+    from tqdm.auto import tqdm
+
+    bar: dict[str, Any] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if "bar" not in bar:
+            bar["bar"] = tqdm(
+                total=total,
+                desc=f"rank {world.rank}" if world.distributed else "evaluate",
+                unit="text",
+                position=world.rank,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
+        b = bar["bar"]
+        b.set_postfix_str(label, refresh=False)
+        b.update(done - b.n)
+        if done == total:
+            b.close()
+
+    return update
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Run ``pmark evaluate`` (see the module docstring); prints where the report is."""
+    from pmark_impl import cli
+    from pmark_impl.evaluate._config import EvalConfig
+    from pmark_impl.evaluate._distributed import finish, start, world_from_env
+    from pmark_impl.evaluate._prompts import check_prompt_lengths, prompts_fingerprint, read_prompts
+    from pmark_impl.evaluate._runner import run_evaluation
+    from pmark_impl.evaluate._units import EvalContext
+
+    world = world_from_env()
+    runs = _runs(args)  # every user error before a model is loaded
+    config = EvalConfig(runs, max_sentences=args.max_sentences, seed=args.seed)
+    documents = read_prompts(
+        args.prompts,
+        field=args.field,
+        prompt_field=args.prompt_field,
+        fmt=args.format,
+        limit=args.limit,
+        min_sentences=args.min_sentences,
+    )
+    if args.key is not None:
+        from pmark_impl._keys import load_key
+
+        load_key(args.key)  # a missing / corrupt / insecure key file fails now
+    device = _device(args, world)
+    dev = {"device": device} if device else {}
+    encoder = cli._load_encoder(args.encoder, **dev)
+    key = _key(args, encoder, config.max_channels)
+    sampler = cli._load_sampler(args.model, args.temperature, args.top_p, **dev)
+    model_name = str(args.model or getattr(getattr(sampler, "model", None), "name_or_path", "") or "default")
+    limit = _context_limit(sampler)
+    if limit is not None:
+        room = config.max_sentences * int(
+            getattr(getattr(sampler, "config", None), "max_sentence_tokens", 64)
+        )
+        check_prompt_lengths(documents, sampler.tokenizer, max(1, limit - room))
+    ctx = EvalContext(
+        config=config,
+        key=key,
+        sampler=sampler,
+        encoder=encoder,
+        oracle=_oracle(args, sampler, device),
+        simmark_calibration=_simmark_calibration(args, encoder, runs),
+        model_name=model_name,
+    )
+    sampling = getattr(sampler, "config", None)
+    identity = {
+        "evaluation": config.as_dict(),
+        "prompts": {
+            "source": args.prompts,
+            "field": args.field,
+            "prompt_field": args.prompt_field,
+            "n_documents": len(documents),
+            "fingerprint": prompts_fingerprint(documents),
+        },
+        "model": model_name,
+        "encoder": str(getattr(encoder, "name", args.encoder)),
+        "oracle": None if ctx.oracle is None else (model_name if args.oracle == "same" else args.oracle),
+        "key_fingerprint": key.fingerprint,
+        "key": "file" if args.key else f"evaluation key, seed {args.key_seed}",
+        "sampling": {
+            k: getattr(sampling, k)
+            for k in ("temperature", "top_p", "top_k", "max_sentence_tokens")
+            if hasattr(sampling, k)
+        },
+        "device": (device or "cpu").split(":")[0],
+    }
+    start(world)
+    try:
+        results = run_evaluation(
+            ctx, documents, args.out, identity, world=world, force=args.force, progress=_progress(args, world)
+        )
+    finally:
+        finish(world)
+    if results is not None:
+        print(
+            f"pmark: evaluation report in {args.out}/report.md ({len(documents)} documents, {len(runs)} runs)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _context_limit(sampler: Any) -> int | None:
+    """The LM's context length (``max_position_embeddings``), if it states one."""
+    cfg = getattr(getattr(sampler, "model", None), "config", None)
+    n = getattr(cfg, "max_position_embeddings", None)
+    return int(n) if isinstance(n, int) and n > 0 else None

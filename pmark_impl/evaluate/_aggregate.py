@@ -1,0 +1,223 @@
+"""From unit records to ``results.json``: the paper's tables with intervals, and the theory column (issue 14).
+
+Every number is computed from the saved unit records (never from models), in the order of the runs and of the
+documents, so the same units give the same bytes: a resumed or sharded evaluation writes the ``results.json`` of
+one uninterrupted process. Wall times are not reproducible and go to ``timing.json`` instead.
+
+Per (run, attack) — positives are the run's attacked texts, negatives the human continuations (the papers'
+negatives) and, when the ``none`` run exists, the same LM's unwatermarked texts:
+  * ``tpr`` — rejections of the exact test at each ``α`` (the calibrated test; X3 for PMark, the binomial green
+    count for SemStamp, SimMark's conservative p-value), with Clopper–Pearson intervals;
+  * ``tpr_empirical`` — TPR at the threshold that gives FPR ``<= α`` on the human negatives (the papers' way);
+  * ``fpr`` / ``fpr_lm`` — the exact test's false-positive rate on human / LM texts;
+  * ``auc`` with Newcombe's interval, the ROC curve, per-channel matching-bit rate;
+  * ``predicted_tpr`` — the TPR the exact binomial law predicts from the measured per-channel bit accuracy and
+    each text's number of sentences (X3, C14), with the interval from simultaneous Clopper–Pearson bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from pmark_impl.evaluate._config import EvalConfig, RunSpec
+from pmark_theory import _eval_stats as es
+
+__all__ = ["SCHEMA", "aggregate", "clean_json", "timing"]
+
+SCHEMA = "pmark-evaluate/1"
+
+
+def clean_json(x: Any) -> Any:
+    """``x`` with NaN / infinities replaced by ``None`` and NumPy scalars by Python numbers (strict JSON)."""
+    if isinstance(x, dict):
+        return {k: clean_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [clean_json(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    return x
+
+
+def _prop(p: es.Proportion) -> dict[str, Any]:
+    return {"k": int(p.k), "n": int(p.n), "rate": p.rate, "ci": [p.lo, p.hi]}
+
+
+def _mean_ci(values: Sequence[float], confidence: float) -> dict[str, Any] | None:
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size == 0:
+        return None
+    mean = float(x.mean())
+    if x.size < 2:
+        lo = hi = float("nan")
+    else:
+        half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+        lo, hi = mean - half, mean + half
+    return {"mean": mean, "median": float(np.median(x)), "ci": [lo, hi], "n": int(x.size)}
+
+
+def _quality(units: list[dict], confidence: float) -> dict[str, Any]:
+    from pmark_impl.quality import distinct_n
+
+    texts = [u["text"] for u in units if u["text"].strip()]
+    return {
+        "perplexity": _mean_ci([u["perplexity"] for u in units], confidence),
+        "distinct_2": distinct_n(texts, 2) if texts else None,
+        "distinct_3": distinct_n(texts, 3) if texts else None,
+    }
+
+
+def _cost(units: list[dict]) -> dict[str, Any]:
+    g = [u["generation"] for u in units]
+    sentences = sum(x["n_sentences"] for x in g)
+    tokens = sum(x["output_tokens"] for x in g)
+    sampled = sum(x["sampled_tokens"] for x in g)
+    return {
+        "sentences": sentences,
+        "output_tokens": tokens,
+        "sampled_tokens": sampled,
+        "sampled_candidates": sum(x["sampled_candidates"] for x in g),
+        "T_s": sampled / sentences if sentences else None,
+        "T_t": sampled / tokens if tokens else None,
+    }
+
+
+def _bit_rate(dets: list[dict], confidence: float) -> dict[str, Any] | None:
+    width = max((len(d["matches"]) for d in dets), default=0)
+    if width == 0:
+        return None
+    k = np.zeros(width, dtype=np.int64)
+    n = np.zeros(width, dtype=np.int64)
+    for d in dets:
+        k[: len(d["matches"])] += d["matches"]
+        n[: len(d["totals"])] += d["totals"]
+    cis = [list(es.clopper_pearson(int(a), int(b), confidence)) for a, b in zip(k, n, strict=True)]
+    return {
+        "per_channel": [float(a / b) if b else None for a, b in zip(k, n, strict=True)],
+        "ci": cis,
+        "n": [int(b) for b in n],
+        "matches": [int(a) for a in k],
+    }
+
+
+def _predicted(dets: list[dict], bit: dict | None, alphas, config: EvalConfig) -> dict[str, Any] | None:
+    nulls = {d["null_p"] for d in dets}
+    if bit is None or None in nulls or len(nulls) != 1 or 0 in bit["n"]:
+        return None
+    null_p = nulls.pop()
+    t = np.asarray([d["n_sentences"] for d in dets], dtype=np.int64)
+    out = {}
+    for a in alphas:
+        value, lo, hi = es.predicted_tpr_interval(
+            t,
+            bit["matches"],
+            bit["n"],
+            a,
+            null_p=null_p,
+            min_sentences=config.min_sentences,
+            confidence=config.confidence,
+        )
+        out[str(a)] = {"value": value, "ci": [lo, hi]}
+    return out
+
+
+def _attack_entry(run: RunSpec, label: str, units: list[dict], config: EvalConfig) -> dict[str, Any]:
+    spec = next(a for a in run.attacks if a.label == label)
+    pos = [u["attacks"][label]["detection"] for u in units]
+    neg = [u["human_detection"] for u in units]
+    lm = [u["lm_detection"] for u in units if u.get("lm_detection") is not None]
+    conf = config.confidence
+    p_pos = np.asarray([d["p_value"] for d in pos])
+    p_neg = np.asarray([d["p_value"] for d in neg])
+    s_pos = np.asarray([d["score"] for d in pos])
+    s_neg = np.asarray([d["score"] for d in neg])
+    entry: dict[str, Any] = {**spec.as_dict(), "n_pos": len(pos), "n_neg": len(neg)}
+    entry["tpr"] = {str(a): _prop(es.tpr_at_alpha(p_pos, a, conf)) for a in config.alphas}
+    emp = {}
+    for a in config.alphas:
+        prop, threshold = es.tpr_at_empirical_fpr(s_neg, s_pos, a, conf)
+        emp[str(a)] = {**_prop(prop), "threshold": threshold}
+    entry["tpr_empirical"] = emp
+    entry["fpr"] = {str(a): _prop(es.tpr_at_alpha(p_neg, a, conf)) for a in config.alphas}
+    p_lm = np.asarray([d["p_value"] for d in lm])
+    entry["fpr_lm"] = {str(a): _prop(es.tpr_at_alpha(p_lm, a, conf)) for a in config.alphas} if lm else None
+    value, lo, hi = es.auc_ci(s_neg, s_pos, conf)
+    entry["auc"] = {"value": value, "ci": [lo, hi]}
+    fpr, tpr = es.roc_curve(s_neg, s_pos)
+    entry["roc"] = {"fpr": [float(x) for x in fpr], "tpr": [float(x) for x in tpr]}
+    entry["bit_rate"] = _bit_rate(pos, conf)
+    entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], config.alphas, config)
+    entry["mean_sentences"] = float(np.mean([d["n_sentences"] for d in pos])) if pos else None
+    return entry
+
+
+def _trends(run: RunSpec, attacks: list[dict], alpha: float) -> dict[str, Any]:
+    """Per attack name with >= 2 rates (the unattacked text at rate 0 included): the one-sided
+    Cochran–Armitage p-value of "the exact test's TPR falls as the rate rises"."""
+    out: dict[str, Any] = {}
+    base = next((a for a in attacks if a["attack"] == "none"), None)
+    for name in dict.fromkeys(a["attack"] for a in attacks if a["attack"] != "none"):
+        rows = [a for a in attacks if a["attack"] == name and a["rate"] is not None]
+        if base is not None:
+            rows = [base, *rows]
+        rows.sort(key=lambda a: a["rate"])
+        if len({a["rate"] for a in rows}) < 2:
+            continue
+        k = [a["tpr"][str(alpha)]["k"] for a in rows]
+        n = [a["tpr"][str(alpha)]["n"] for a in rows]
+        levels = [a["rate"] for a in rows]
+        out[name] = {"alpha": alpha, "rates": levels, "k": k, "n": n, "p_value": es.trend_test(k, n, levels)}
+    return out
+
+
+def aggregate(config: EvalConfig, units: dict[str, list[dict]], header: dict[str, Any]) -> dict[str, Any]:
+    """``results.json`` (schema :data:`SCHEMA`) from every run's unit records in document order.
+
+    Args:
+      config: the evaluation's configuration.
+      units: ``run_id -> [record of document 0, 1, …]``.
+      header: the ``config`` block (models, prompts, key fingerprint, …).
+
+    Returns:
+      The results document (strict JSON values; NaN as ``None``).
+    """
+    runs = []
+    for run in config.runs:
+        recs = units[run.run_id]
+        attacks = [_attack_entry(run, a.label, recs, config) for a in run.attacks]
+        runs.append(
+            {
+                **{k: v for k, v in run.as_dict().items() if k != "attacks"},
+                "n_texts": len(recs),
+                "cost": _cost(recs),
+                "quality": _quality(recs, config.confidence),
+                "attacks": attacks,
+                "trends": _trends(run, attacks, min(config.alphas)),
+            }
+        )
+    return clean_json({"schema": SCHEMA, "config": header, "runs": runs})
+
+
+def timing(config: EvalConfig, units: dict[str, list[dict]]) -> dict[str, Any]:
+    """``timing.json``: generation and detection wall time per run (not reproducible, so not in results)."""
+    out = {}
+    for run in config.runs:
+        recs = units[run.run_id]
+        gen = sum(u["seconds"]["generate"] for u in recs)
+        det = sum(u["seconds"]["detect"] for u in recs)
+        sentences = sum(u["generation"]["n_sentences"] for u in recs)
+        out[run.run_id] = {
+            "seconds": gen,
+            "detect_seconds": det,
+            "sentences": sentences,
+            "seconds_per_sentence": gen / sentences if sentences else None,
+            "sentences_per_minute": 60.0 * sentences / gen if gen > 0 else None,
+        }
+    return clean_json({"runs": out})

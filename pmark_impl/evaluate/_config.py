@@ -1,0 +1,328 @@
+"""What an evaluation runs: schemes, attacks, the (N, b) grid, checked before any generation starts (issue 14).
+
+A run is one scheme configuration (:class:`RunSpec`: scheme, ``N``, ``b``, the scheme's settings and the attacks its
+texts go through); an :class:`EvalConfig` is the ordered runs plus what every run shares (sentences per text,
+seed, levels). ``none`` is the same LM without a watermark: one candidate per sentence (``offline`` with
+``N = 1``, whose single candidate is always output, i.e. the LM's own law); its texts are the unwatermarked-LM
+negatives of every other run and the quality baseline. It runs first.
+
+Every check here raises :class:`pmark_theory._validate.PMarkValueError` with one line, so ``pmark evaluate`` exits
+2 before a model is loaded: unknown schemes or attacks, bad attack parameters, a grid with ``N % 2**b != 0`` for
+online (E6), ``b`` beyond the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pmark_theory._validate import (
+    PMarkValueError,
+    check_n_candidates,
+    check_positive_int,
+    check_unit_interval,
+)
+
+__all__ = [
+    "NO_ATTACK",
+    "SCHEMES",
+    "AttackSpec",
+    "EvalConfig",
+    "RunSpec",
+    "build_runs",
+    "parse_attacks",
+    "parse_grid",
+    "unit_seed",
+]
+
+#: Schemes ``pmark evaluate`` runs: the five generation modes and ``none`` (the LM unwatermarked).
+SCHEMES = ("online", "offline", "semstamp", "ksemstamp", "simmark", "none")
+#: ``N`` per scheme when none is given (``pmark generate``'s measured defaults; ``none`` samples one candidate).
+DEFAULT_N = {"offline": 64, "online": 16, "semstamp": 16, "ksemstamp": 16, "simmark": 16, "none": 1}
+#: Schemes with channels ``b``; the grid sweeps these.
+PMARK_SCHEMES = ("online", "offline")
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    """One attack at its parameters; ``name == "none"`` is the unattacked text.
+
+    Attributes:
+      name: a registered attack name (``pmark attacks``) or ``"none"``.
+      params: sorted ``(name, value)`` pairs of JSON values (recorded in the report).
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """``"none"`` or ``"name(p=v, ...)"``: the attack's id in results and file names."""
+        if not self.params:
+            return self.name
+        return f"{self.name}({', '.join(f'{k}={json.dumps(v)}' for k, v in self.params)})"
+
+    @property
+    def rate(self) -> float | None:
+        """The ``rate`` parameter (``0`` for ``none``), ``None`` for an attack without one."""
+        if self.name == "none":
+            return 0.0
+        value = dict(self.params).get("rate")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"attack": self.name, "label": self.label, "params": dict(self.params), "rate": self.rate}
+
+
+NO_ATTACK = AttackSpec("none")
+
+
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def parse_attacks(text: str) -> list[AttackSpec]:
+    """``"NAME"`` or ``"NAME:param=v1,v2;other=w"`` → one :class:`AttackSpec` per value combination.
+
+    A parameter with several comma-separated values expands into one attack per value (``word-delete:rate=
+    0.1,0.3`` is two attacks); values are read as JSON where they parse, else as strings. A registered attack's
+    numeric ``rate`` that is not given takes its registered default, so that every rate is on record. Each
+    attack is built once here (:func:`pmark_impl.attacks.get_attack`) so unknown names and bad parameters fail
+    before generation.
+
+    Raises:
+      PMarkValueError: empty text, a parameter not written ``name=value``, an unknown attack or parameter, a
+        value out of range.
+    """
+    from pmark_impl.attacks import get_attack, list_attacks
+
+    if not isinstance(text, str) or not text.strip():
+        raise PMarkValueError("--attack must be NAME or NAME:param=value[,value...][;param=value]")
+    name, _, rest = text.strip().partition(":")
+    name = name.strip()
+    if name == "none":
+        if rest.strip():
+            raise PMarkValueError("--attack none takes no parameters")
+        return [NO_ATTACK]
+    grid: list[tuple[str, list[Any]]] = []
+    for item in filter(None, (s.strip() for s in rest.split(";"))):
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip() or not raw.strip():
+            raise PMarkValueError(
+                f"--attack {text!r}: parameter {item!r} must be written name=value[,value...]"
+            )
+        grid.append((key.strip(), [_value(v.strip()) for v in raw.split(",")]))
+    spec = list_attacks().get(name)
+    given = {k for k, _ in grid}
+    if spec is not None and "rate" in spec.params and "rate" not in given:
+        grid.append(("rate", [spec.params["rate"]]))
+    combos: list[dict[str, Any]] = [{}]
+    for key, values in grid:
+        combos = [{**c, key: v} for c in combos for v in values]
+    out = []
+    for params in combos:
+        get_attack(name, **params)  # PMarkValueError: unknown attack / parameter / value
+        out.append(AttackSpec(name, tuple(sorted(params.items()))))
+    return out
+
+
+def parse_grid(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``"N=8,16,32,64 b=1,2,3,4"`` → ``((8, 16, 32, 64), (1, 2, 3, 4))`` (the paper's Table 3 sweep).
+
+    Raises:
+      PMarkValueError: a part other than ``N=`` / ``b=``, a missing part, a value that is not a positive int.
+    """
+    parts: dict[str, tuple[int, ...]] = {}
+    for item in str(text).replace(";", " ").split():
+        key, sep, raw = item.partition("=")
+        if not sep or key not in ("N", "b") or key in parts:
+            raise PMarkValueError(f"--grid must be 'N=n1,n2,... b=b1,b2,...', got {text!r}")
+        try:
+            values = tuple(int(v) for v in raw.split(","))
+        except ValueError:
+            raise PMarkValueError(f"--grid {key} values must be integers, got {raw!r}") from None
+        parts[key] = tuple(check_positive_int(f"--grid {key}", v) for v in values)
+    if set(parts) != {"N", "b"}:
+        raise PMarkValueError(f"--grid needs both N= and b=, got {text!r}")
+    return parts["N"], parts["b"]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One scheme configuration of an evaluation.
+
+    Attributes:
+      run_id: unique id (``"offline-N64-b4"``), also the folder of its unit files.
+      scheme: one of :data:`SCHEMES`.
+      n_candidates: ``N`` (``1`` for ``none``).
+      channels: ``b`` for online / offline, ``None`` otherwise.
+      attacks: the attacks its texts go through (``none`` first; empty for scheme ``none``).
+      grid: part of the ``--grid`` sweep (no-attack only).
+      settings: sorted ``(name, value)`` pairs passed to ``generate`` / ``detect``.
+    """
+
+    run_id: str
+    scheme: str
+    n_candidates: int
+    channels: int | None
+    attacks: tuple[AttackSpec, ...] = ()
+    grid: bool = False
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run_id,
+            "scheme": self.scheme,
+            "n_candidates": self.n_candidates,
+            "channels": self.channels,
+            "grid": self.grid,
+            "settings": dict(self.settings),
+            "attacks": [a.as_dict() for a in self.attacks],
+        }
+
+
+def _scheme_settings(scheme: str, options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    names = {
+        "offline": ("offline_batch",),
+        "semstamp": ("lsh_dim", "gamma", "max_trials"),
+        "ksemstamp": ("n_clusters", "gamma", "max_trials"),
+        "simmark": ("simmark_low", "simmark_high", "max_trials"),
+    }.get(scheme, ())
+    return tuple(sorted((n, options[n]) for n in names if options.get(n) is not None))
+
+
+def build_runs(
+    schemes: list[str],
+    attacks: list[AttackSpec],
+    *,
+    n_candidates: int | None = None,
+    channels: int = 4,
+    grid: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+    **options: Any,
+) -> tuple[RunSpec, ...]:
+    """The runs of an evaluation, ``none`` first, then the schemes in the order given, then the grid.
+
+    Args:
+      schemes: names from :data:`SCHEMES` (duplicates are an error).
+      attacks: attacks of every non-``none`` run (the unattacked text is always evaluated, first).
+      n_candidates: ``N`` of every watermarking scheme (default per scheme: :data:`DEFAULT_N`).
+      channels: ``b`` of online / offline.
+      grid: ``(Ns, bs)``: extra no-attack runs of online and offline (those among ``schemes``, else both) for
+        every ``(N, b)`` (the paper's Table 3).
+      **options: scheme settings (``offline_batch``, ``lsh_dim``, ``n_clusters``, ``gamma``, ``max_trials``,
+        ``simmark_low``, ``simmark_high``); ``None`` values take ``generate``'s defaults.
+
+    Raises:
+      PMarkValueError: no or unknown or repeated scheme, online ``N % 2**b != 0`` (named for each grid pair).
+    """
+    if not schemes:
+        raise PMarkValueError(f"--schemes needs at least one of {', '.join(SCHEMES)}")
+    for s in schemes:
+        if s not in SCHEMES:
+            raise PMarkValueError(f"unknown scheme {s!r}; known schemes: {', '.join(SCHEMES)}")
+    if len(set(schemes)) != len(schemes):
+        raise PMarkValueError(f"--schemes lists a scheme twice: {','.join(schemes)}")
+    b = check_positive_int("channels", channels)
+    if n_candidates is not None:
+        check_positive_int("n_candidates", n_candidates)
+    chain = [NO_ATTACK, *(a for a in attacks if a != NO_ATTACK)]
+    labels = [a.label for a in chain]
+    if len(set(labels)) != len(labels):
+        raise PMarkValueError(f"an attack is listed twice: {', '.join(labels)}")
+    runs: list[RunSpec] = []
+    for s in sorted(schemes, key=lambda s: s != "none"):
+        n = 1 if s == "none" else (DEFAULT_N[s] if n_candidates is None else n_candidates)
+        ch = b if s in PMARK_SCHEMES else None
+        if s == "online":
+            check_n_candidates(n, b)
+        run_id = "none" if s == "none" else f"{s}-N{n}" + (f"-b{ch}" if ch else "")
+        runs.append(
+            RunSpec(
+                run_id, s, n, ch, () if s == "none" else tuple(chain), settings=_scheme_settings(s, options)
+            )
+        )
+    if grid is not None:
+        ns, bs = grid
+        swept = [s for s in schemes if s in PMARK_SCHEMES] or list(PMARK_SCHEMES)
+        bad = [f"N={n}, b={bb}" for n in ns for bb in bs if "online" in swept and n % 2**bb]
+        if bad:
+            raise PMarkValueError(
+                f"--grid: online needs N divisible by 2**b (E6); not so for {'; '.join(bad)}"
+            )
+        have = {r.run_id for r in runs}
+        for s in swept:
+            for n in ns:
+                for bb in bs:
+                    run_id = f"{s}-N{n}-b{bb}"
+                    if run_id not in have:
+                        runs.append(
+                            RunSpec(run_id, s, n, bb, (NO_ATTACK,), True, _scheme_settings(s, options))
+                        )
+                        have.add(run_id)
+    return tuple(runs)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Runs plus what they share.
+
+    Attributes:
+      runs: from :func:`build_runs`.
+      max_sentences: sentences per watermarked text at most (the human negative is cut to the text's count).
+      seed: base seed; each (run, document) derives its own (:func:`unit_seed`).
+      alphas: levels of the exact test and of the empirical-threshold TPR.
+      confidence: level of every interval.
+      min_sentences: the detector's minimum (fewer sentences: "not enough evidence", p = 1).
+    """
+
+    runs: tuple[RunSpec, ...]
+    max_sentences: int = 12
+    seed: int = 0
+    alphas: tuple[float, ...] = (0.01, 0.05)
+    confidence: float = 0.95
+    min_sentences: int = 2
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_positive_int("max_sentences", self.max_sentences)
+        check_positive_int("seed", self.seed, minimum=0)
+        check_positive_int("min_sentences", self.min_sentences)
+        check_unit_interval("confidence", self.confidence, open_left=True, open_right=True)
+        for a in self.alphas:
+            check_unit_interval("alpha", a, open_left=True, open_right=True)
+        if not self.runs:
+            raise PMarkValueError("an evaluation needs at least one run")
+
+    @property
+    def max_channels(self) -> int:
+        """The key's channels: the largest ``b`` of any run (1 if none has channels)."""
+        return max([r.channels for r in self.runs if r.channels] or [1])
+
+    def run(self, run_id: str) -> RunSpec:
+        return next(r for r in self.runs if r.run_id == run_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runs": [r.as_dict() for r in self.runs],
+            "max_sentences": self.max_sentences,
+            "seed": self.seed,
+            "alphas": list(self.alphas),
+            "confidence": self.confidence,
+            "min_sentences": self.min_sentences,
+            **self.extra,
+        }
+
+
+def unit_seed(seed: int, *parts: str) -> int:
+    """A 31-bit seed for one (run, document[, attack]) from the base ``seed``: SHA-256 of the parts.
+
+    It never depends on the rank or on the order units run in, so a sharded or resumed evaluation gives the
+    same texts as one uninterrupted process.
+    """
+    data = "\x1f".join([str(int(seed)), *parts]).encode()
+    return int.from_bytes(hashlib.sha256(data).digest()[:4], "big") >> 1
