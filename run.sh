@@ -3,6 +3,8 @@
 #   bash run.sh check [ARGS...]   the main job: `pmark check` on the embedded defaults (report in ./pmark-report),
 #                                 then `pmark demo` (the real default models: a watermarked and a plain text, detected)
 #   bash run.sh test  [ARGS...]   lint + format check + the fast test suite (what CI runs)
+#   bash run.sh evaluate [ARGS...]   a small `pmark evaluate` on the shipped models and prompts (report in
+#                                 ./pmark-evaluation; about 10 minutes on 2 cores); ARGS override the defaults
 #   bash run.sh bench [--quick] [NAME...]   the benchmarks (JSON in benchmarks/results/, quick runs in results/quick/;
 #                                 `bash run.sh bench --table` regenerates the README table)
 # The virtual environment .venv is created if missing and (re)installed when pyproject.toml changes.
@@ -44,9 +46,21 @@ case "$cmd" in
     "$VENV/bin/ruff" check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
     "$VENV/bin/ruff" format --check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
     exec "$VENV/bin/python" -m pytest -x -q "$@" ;;
+  evaluate)
+    rc=0
+    "$VENV/bin/pmark" evaluate --limit 3 --max-sentences 5 --schemes online,offline,none \
+      --attack word-delete:rate=0.15 "$@" || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      echo "" >&2
+      echo "[run.sh] the paper's full setting: .venv/bin/pmark evaluate --prompts c4.jsonl --limit 500 --max-sentences 12 \\" >&2
+      echo "[run.sh]   --schemes online,offline,semstamp,ksemstamp,simmark,none --attack word-delete:rate=0.1,0.2,0.3 \\" >&2
+      echo "[run.sh]   --attack word-substitute:rate=0.1,0.2,0.3 --grid 'N=8,16,32,64 b=1,2,3,4' --out full-eval" >&2
+      echo "[run.sh]   (add --model/--encoder for the paper's models; torchrun --nproc_per_node K -m pmark_impl.cli evaluate ... shards it)" >&2
+    fi
+    exit "$rc" ;;
   bench)
     exec "$VENV/bin/python" -m benchmarks "$@" ;;
   *)
-    echo "usage: bash run.sh {check|test|bench} [ARGS...]" >&2
+    echo "usage: bash run.sh {check|test|evaluate|bench} [ARGS...]" >&2
     exit 2 ;;
 esac

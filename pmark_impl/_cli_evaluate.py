@@ -2,14 +2,15 @@
 
     pmark evaluate [--prompts builtin|FILE|hf:ID[:SPLIT]] [--field F] [--prompt-field F] [--format auto|jsonl|csv|text]
                    [--limit K] [--min-sentences M] [--max-sentences T]
-                   [--schemes online,offline,semstamp,ksemstamp,simmark,none] [--n N] [--channels b]
+                   [--schemes online,offline,semstamp,ksemstamp,simmark,none] [--n|--n-candidates N] [--channels b]
                    [--attack NAME[:param=v1,v2;...]]... [--grid 'N=8,16,32,64 b=1,2,3,4']
                    [--model M] [--encoder E] [--oracle M|same|none] [--device D] [--key KEY | --key-seed S]
                    [--seed S] [--out DIR] [--force]
 
 Everything the user gave is checked before a model is loaded (schemes, attacks, the grid, the prompt file, the
 key file), and the prompts' lengths against the model before any generation; every error is one line and exit
-status 2. Under ``torchrun --nproc_per_node K -m pmark_impl.cli evaluate …`` (or ``accelerate launch``) each rank
+status 2. Under ``torchrun --nproc_per_node K -m pmark_impl.cli evaluate …`` (or ``accelerate launch``; write
+``--n-candidates``, not ``--n``, which torchrun's parser reads as an abbreviation of its own options) each rank
 takes every K-th document and rank 0 writes the report (:mod:`pmark_impl.evaluate._distributed`).
 """
 
@@ -70,7 +71,15 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
         default=DEFAULT_SCHEMES,
         help=f"comma-separated: online, offline, semstamp, ksemstamp, simmark, none (default {DEFAULT_SCHEMES})",
     )
-    g.add_argument("--n", type=int_type(1, 4096), default=None, help="N of every scheme (default per scheme)")
+    g.add_argument(
+        "--n",
+        "--n-candidates",
+        dest="n",
+        type=int_type(1, 4096),
+        default=None,
+        help="N of every scheme (default per scheme); under torchrun write --n-candidates (torchrun reads --n "
+        "as an abbreviation of its own options)",
+    )
     g.add_argument("--channels", type=int_type(1, 64), default=4, help="b of online / offline (default 4)")
     g.add_argument(
         "--attack",
@@ -256,7 +265,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     encoder = cli._load_encoder(args.encoder, **dev)
     key = _key(args, encoder, config.max_channels)
     sampler = cli._load_sampler(args.model, args.temperature, args.top_p, **dev)
-    model_name = str(args.model or getattr(getattr(sampler, "model", None), "name_or_path", "") or "default")
+    if args.model is None:
+        from pmark_impl._models import DEFAULT_LM_NAME
+
+        model_name = DEFAULT_LM_NAME
+    else:
+        model_name = str(args.model)
     limit = _context_limit(sampler)
     if limit is not None:
         room = config.max_sentences * int(
@@ -274,7 +288,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     sampling = getattr(sampler, "config", None)
     identity = {
-        "evaluation": config.as_dict(),
+        **config.as_dict(),
         "prompts": {
             "source": args.prompts,
             "field": args.field,

@@ -129,7 +129,8 @@ def _settings(results: dict[str, Any]) -> list[str]:
     lines = [f"# Watermark evaluation{f': `{model}`' if model else ''}", ""]
     if cfg:
         lines += ["## Settings", ""]
-        lines += _table(["setting", "value"], [[_cell(k), _cell(v)] for k, v in _flatten(cfg)])
+        shown = {k: v for k, v in cfg.items() if k != "runs"}  # the runs have their own tables below
+        lines += _table(["setting", "value"], [[_cell(k), _cell(v)] for k, v in _flatten(shown)])
         lines.append("")
     return lines
 
@@ -222,7 +223,24 @@ def _detection_run(r: dict[str, Any], alphas: list[str]) -> list[str]:
                 _mean_bit_rate(a.get("bit_rate")),
             ]
         )
-    return [head, "", *_table(header, rows), ""]
+    return [head, "", *_table(header, rows), "", *_trends(r.get("trends"))]
+
+
+def _trends(trends: Any) -> list[str]:
+    """One line per attack swept over rates: the one-sided Cochran–Armitage test that the TPR falls."""
+    if not isinstance(trends, dict) or not trends:
+        return []
+    lines = []
+    for name, t in trends.items():
+        pairs = ", ".join(
+            f"{_fix(rate, 2)}: {_fix(k, 0)}/{_fix(n, 0)}"
+            for rate, k, n in zip(t.get("rates", []), t.get("k", []), t.get("n", []), strict=False)
+        )
+        lines.append(
+            f"- TPR trend of `{_cell(name)}` at α = {_cell(t.get('alpha'))} (rate: detected/texts — {pairs}): "
+            f"one-sided Cochran–Armitage p = {_fix(t.get('p_value'), 4)} (small: the TPR falls as the rate rises)"
+        )
+    return [*lines, ""]
 
 
 def _grid(runs: list[dict[str, Any]], alpha: str) -> list[str]:

@@ -1,8 +1,7 @@
 """``pmark evaluate`` on the test models, as one rank of ``torchrun`` (tests/pmark_impl/test_evaluate.py).
 
-Run as ``PMARK_EVALUATE_ARGS='[...]' torchrun --standalone --nproc_per_node K tests/pmark_impl/_evaluate_worker.py``
-(the arguments as a JSON list in the environment: torchrun's own parser would take ``--n`` as an abbreviation of
-its ``--nnodes`` / ``--nproc-per-node``): it
+Run as ``torchrun --standalone --nproc_per_node K tests/pmark_impl/_evaluate_worker.py EVALUATE-ARGS...`` (with
+``--n-candidates``, not ``--n``, which torchrun's own parser takes for an abbreviation of its options): it
 replaces the CLI's model loaders with the tiny LM and the bag-of-words encoder of the fast tests (the same
 models, built the same way, in every process) and calls ``pmark evaluate``; the exit status is the CLI's.
 """
@@ -19,9 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def main() -> int:
-    import json
-
+def main(argv: list[str]) -> int:
     import torch
 
     torch.set_num_threads(1)
@@ -29,8 +26,8 @@ def main() -> int:
     from tests.pmark_impl.test_evaluate import install_test_models
 
     install_test_models(cli)
-    return cli.main(["evaluate", *json.loads(os.environ["PMARK_EVALUATE_ARGS"])])
+    return cli.main(["evaluate", *argv])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -41,7 +41,7 @@ N_DOCS = 16
 ALPHA = 0.01
 ARGS = (
     "--schemes", "offline,online,none",
-    "--n", "16",
+    "--n-candidates", "16",  # the spelling torchrun passes through (it reads --n as its own option)
     "--channels", "4",
     "--max-sentences", "6",
     "--min-sentences", "6",
@@ -206,9 +206,7 @@ def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, mod
 def test_torchrun_two_processes_equal_one(report, prompts, tmp_path):
     out = tmp_path / "ranks"
     torchrun = Path(sys.executable).with_name("torchrun")
-    argv = ["--prompts", str(prompts), "--out", str(out), *ARGS]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env["PMARK_EVALUATE_ARGS"] = json.dumps(argv)
     cmd = [
         str(torchrun),
         "--standalone",
@@ -217,7 +215,7 @@ def test_torchrun_two_processes_equal_one(report, prompts, tmp_path):
         str(ROOT / "tests/pmark_impl/_evaluate_worker.py"),
     ]
     proc = subprocess.run(
-        cmd,
+        [*cmd, "--prompts", str(prompts), "--out", str(out), *ARGS],
         env=env,
         capture_output=True,
         text=True,
