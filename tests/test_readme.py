@@ -67,6 +67,7 @@ BLOCKS = readme_blocks()
 SKIPPED = {
     "bash run.sh check     # the main job": "test_bash_line (the quick check below it)",
     ".venv/bin/pmark keygen --out my.key": "test_real_model_block_on_the_tiny_lm / test_real_model_block_verbatim",
+    "bash run.sh evaluate": "tests/pmark_impl/test_evaluate.py (the same CLI on the tiny LM, with torchrun)",
 }
 
 
