@@ -13,9 +13,10 @@ online (E6), ``b`` beyond the key.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pmark_theory._validate import (
@@ -254,16 +255,16 @@ def build_runs(
             raise PMarkValueError(
                 f"--grid: online needs N divisible by 2**b (E6); not so for {'; '.join(bad)}"
             )
-        have = {r.run_id for r in runs}
+        index = {r.run_id: i for i, r in enumerate(runs)}
         for s in swept:
             for n in ns:
                 for bb in bs:
                     run_id = f"{s}-N{n}-b{bb}"
-                    if run_id not in have:
-                        runs.append(
-                            RunSpec(run_id, s, n, bb, (NO_ATTACK,), True, _scheme_settings(s, options))
-                        )
-                        have.add(run_id)
+                    if run_id in index:  # the main run is also a grid cell (with its attacks)
+                        runs[index[run_id]] = dataclasses.replace(runs[index[run_id]], grid=True)
+                        continue
+                    runs.append(RunSpec(run_id, s, n, bb, (NO_ATTACK,), True, _scheme_settings(s, options)))
+                    index[run_id] = len(runs) - 1
     return tuple(runs)
 
 
@@ -286,7 +287,6 @@ class EvalConfig:
     alphas: tuple[float, ...] = (0.01, 0.05)
     confidence: float = 0.95
     min_sentences: int = 2
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_positive_int("max_sentences", self.max_sentences)
@@ -314,7 +314,6 @@ class EvalConfig:
             "alphas": list(self.alphas),
             "confidence": self.confidence,
             "min_sentences": self.min_sentences,
-            **self.extra,
         }
 
 
