@@ -33,7 +33,7 @@ from pmark_impl.evaluate._units import EvalContext, run_unit
 from pmark_theory._files import write_atomic
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["OUTPUT_FILES", "EvaluationError", "prepare_folder", "run_evaluation", "unit_path"]
+__all__ = ["OUTPUT_FILES", "EvaluationError", "check_ours", "prepare_folder", "run_evaluation", "unit_path"]
 
 #: Files (and folders) an evaluation writes at the top of its folder: what ``force`` may delete.
 OUTPUT_FILES = ("config.json", "results.json", "timing.json", "texts.jsonl", "report.md", "units", "figures")
@@ -58,19 +58,29 @@ def _diff(old: dict, new: dict) -> str:
     return ", ".join(keys[:6]) or "(none)"
 
 
+def check_ours(out: Path) -> None:
+    """Refuse ``out`` if it is a file, or a non-empty folder without an evaluation's ``config.json``.
+
+    Raises:
+      EvaluationError: as above (lock files ``.lock-RANK`` of an evaluation do not count).
+    """
+    if out.exists() and not out.is_dir():
+        raise EvaluationError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and not (out / "config.json").is_file():
+        if any(not p.name.startswith(".lock-") for p in out.iterdir()):
+            raise EvaluationError(
+                f"--out {out} is not empty and holds no evaluation (config.json): choose another"
+            )
+
+
 def prepare_folder(out: Path, identity: dict[str, Any], force: bool) -> None:
     """Create or check the report folder (rank 0 only).
 
     Raises:
       EvaluationError: ``out`` is a file, not ours, or holds another evaluation (without ``force``).
     """
-    if out.exists() and not out.is_dir():
-        raise EvaluationError(f"--out {out} exists and is not a folder")
+    check_ours(out)
     cfg = out / "config.json"
-    if out.is_dir() and any(out.iterdir()) and not cfg.is_file():
-        raise EvaluationError(
-            f"--out {out} is not empty and holds no evaluation (config.json): choose another"
-        )
     if cfg.is_file():
         try:
             old = json.loads(cfg.read_text(encoding="utf-8"))
@@ -157,21 +167,29 @@ def run_evaluation(
     world = world or World()
     out = Path(out)
     err: BaseException | None = None
-    if world.rank == 0:
+    if world.rank == 0:  # before taking a lock: a folder that is not ours gets no lock file either
         try:
-            prepare_folder(out, identity, force)
+            check_ours(out)
+            out.mkdir(parents=True, exist_ok=True)
         except (EvaluationError, OSError) as exc:
             err = exc
     if not agree(world, err is None):
-        raise err if err is not None else EvaluationError("rank 0 could not prepare the report folder")
-    if world.rank != 0 and _read_unit(out / "config.json") != clean_json(identity):
-        raise EvaluationError(f"rank {world.rank}: {out}/config.json differs from this rank's settings")
-    runs = ctx.config.runs
-    lm_run = next((r for r in runs if r.scheme == "none"), None)
-    mine = list(world.shard(len(documents)))
-    total, done = len(runs) * len(mine), 0
-    failure: BaseException | None = None
-    with _lock(out, world.rank):
+        raise err if err is not None else EvaluationError("rank 0 could not create the report folder")
+    with _lock(out, world.rank):  # held from before the folder is prepared (--force deletes under it)
+        if world.rank == 0:
+            try:
+                prepare_folder(out, identity, force)
+            except (EvaluationError, OSError) as exc:
+                err = exc
+        if not agree(world, err is None):
+            raise err if err is not None else EvaluationError("rank 0 could not prepare the report folder")
+        if world.rank != 0 and _read_unit(out / "config.json") != clean_json(identity):
+            raise EvaluationError(f"rank {world.rank}: {out}/config.json differs from this rank's settings")
+        runs = ctx.config.runs
+        lm_run = next((r for r in runs if r.scheme == "none"), None)
+        mine = list(world.shard(len(documents)))
+        total, done = len(runs) * len(mine), 0
+        failure: BaseException | None = None
         try:
             for run in runs:
                 for i in mine:
