@@ -48,7 +48,7 @@ case "$cmd" in
     exec "$VENV/bin/python" -m pytest -x -q "$@" ;;
   evaluate)
     rc=0
-    "$VENV/bin/pmark" evaluate --limit 3 --max-sentences 5 --schemes online,offline,none \
+    "$VENV/bin/pmark" evaluate --limit 3 --max-sentences 4 --schemes online,offline,none \
       --attack word-delete:rate=0.15 "$@" || rc=$?
     if [ "$rc" -eq 0 ]; then
       echo "" >&2
