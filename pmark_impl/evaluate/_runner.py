@@ -39,6 +39,10 @@ __all__ = ["OUTPUT_FILES", "EvaluationError", "check_ours", "prepare_folder", "r
 OUTPUT_FILES = ("config.json", "results.json", "timing.json", "texts.jsonl", "report.md", "units", "figures")
 
 
+#: Permission bits of the files that hold per-sentence evidence (units, texts.jsonl): owner only, like key files.
+EVIDENCE_MODE = 0o600
+
+
 class EvaluationError(PMarkValueError):
     """A report folder that cannot be used (not ours, other settings, locked by another run)."""
 
@@ -202,7 +206,7 @@ def run_evaluation(
                             lm_text = lm_rec["text"] if lm_rec is not None else None
                         record = run_unit(ctx, run, doc, lm_text)
                         path.parent.mkdir(parents=True, exist_ok=True)
-                        write_atomic(path, _dumps(record), force=True, what="unit record")
+                        write_atomic(path, _dumps(record), force=True, mode=EVIDENCE_MODE, what="unit record")
                     done += 1
                     if progress is not None:
                         progress(run.run_id, done, total)
@@ -224,7 +228,8 @@ def run_evaluation(
             for run in runs
             for u in units[run.run_id]
         ]
-        write_atomic(out / "texts.jsonl", ("\n".join(lines) + "\n").encode(), force=True, what="texts.jsonl")
+        data = ("\n".join(lines) + "\n").encode()
+        write_atomic(out / "texts.jsonl", data, force=True, mode=EVIDENCE_MODE, what="texts.jsonl")
         _report(out, results)
         barrier(world)
         return results

@@ -135,6 +135,11 @@ def test_report_folder(report):
     assert any((report / "figures").glob("*.png"))
     res = _results(report)
     assert [r["run"] for r in res["runs"]] == ["none", "offline-N16-b4", "online-N16-b4"]
+    for evidence in (
+        report / "texts.jsonl",
+        *(report / "units").rglob("*.json"),
+    ):  # key-equivalent: owner only
+        assert evidence.stat().st_mode & 0o077 == 0, evidence
     lines = (report / "texts.jsonl").read_text().splitlines()
     assert len(lines) == 3 * N_DOCS
     for run in res["runs"]:
