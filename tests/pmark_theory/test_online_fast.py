@@ -54,7 +54,10 @@ def halving_cases(draw, max_b: int = 4, max_n: int = 64):
         )
         proxies = rows[np.array(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))]
     else:
-        proxies = np.array(draw(st.lists(st.floats(-2, 2), min_size=n * b, max_size=n * b))).reshape(n, b)
+        # no subnormals: XLA on the CPU flushes them to zero (both the sort-based rule and the fast one compare
+        # 2e-311 == 0.0, NumPy does not); test_subnormals_as_the_sort_rule checks the two JAX rules agree on them
+        floats = st.floats(-2, 2, allow_subnormal=False)
+        proxies = np.array(draw(st.lists(floats, min_size=n * b, max_size=n * b))).reshape(n, b)
     if draw(st.booleans()):  # tied tie-breakers (full ties in (F, U) happen)
         tiebreak = np.array(draw(st.lists(st.sampled_from(TIES), min_size=n, max_size=n)))
     else:
@@ -63,8 +66,19 @@ def halving_cases(draw, max_b: int = 4, max_n: int = 64):
     return proxies, bits, tiebreak
 
 
+def test_subnormals_as_the_sort_rule():
+    # Found by hypothesis in CI: a subnormal proxy against 0.0. XLA:CPU flushes subnormals, so the JAX rules see
+    # a tie that NumPy does not; the fast rule must still give what the sort-based rule gives.
+    proxies = np.array([[2.22507386e-311], [0.0]])
+    tiebreak = np.array([0.0, 0.5])
+    for bits in (np.array([0], dtype=np.int32), np.array([1], dtype=np.int32)):
+        expected = np.sort(np.asarray(jax.jit(_rules._online_survivors_sort)(proxies, bits, tiebreak)))
+        np.testing.assert_array_equal(pt.online_survivors(proxies, bits, tiebreak), expected)
+        np.testing.assert_array_equal(jax.jit(pt.online_survivors)(proxies, bits, tiebreak), expected)
+
+
 @given(halving_cases())
-@settings(max_examples=40)
+@settings(max_examples=25)
 def test_online_equals_the_reference(case):
     proxies, bits, tiebreak = case
     expected = _reference(proxies, bits, tiebreak)
@@ -78,7 +92,7 @@ def test_online_equals_the_reference(case):
 @given(
     st.lists(halving_cases(max_b=3, max_n=16), min_size=1, max_size=6), st.integers(1, 3), st.integers(1, 4)
 )
-@settings(max_examples=25)
+@settings(max_examples=10)  # each example compiles the vmapped rule for its shapes (~2 s)
 def test_online_batched_equals_the_reference(cases, b, n_mult):
     """Under vmap the rule decides per batch whether the sort must run; every trial still equals the oracle."""
     n = 2**b * n_mult
@@ -184,9 +198,9 @@ def test_the_comparison_detects_a_wrong_rule(wrong):
     """The oracle comparison has power: a wrong tie rule differs on some tie-heavy case, the real rule on none."""
     rng = np.random.default_rng(7)
     differs = 0
-    for _ in range(40):
-        b = int(rng.integers(1, 5))
-        n = 2**b * int(rng.integers(1, 64 // 2**b + 1))
+    for _ in range(24):  # four shapes only: each new shape costs a compilation, not the comparison
+        b = int(rng.choice([2, 4]))
+        n = int(rng.choice([16, 64]))
         proxies = rng.choice(ALPHABET, size=(n, b))
         tiebreak = rng.permutation(n) / n
         bits = rng.integers(0, 2, size=b).astype(np.int32)
