@@ -29,7 +29,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from scipy import stats
@@ -283,10 +282,9 @@ def test_bad_prompt_files_fail_before_models(capsys, tmp_path, no_models):
 
 
 def test_prompt_too_long_fails_before_generation(capsys, tmp_path, models, monkeypatch):
-    from pmark_impl._watermark import generate  # noqa: F401  (generation must never be reached)
-    from pmark_impl.evaluate import _units
+    from pmark_impl.evaluate import _runner
 
-    monkeypatch.setattr(_units, "run_unit", lambda *a, **k: pytest.fail("generation started"))
+    monkeypatch.setattr(_runner, "run_unit", lambda *a, **k: pytest.fail("generation started"))
     long = tmp_path / "long.txt"
     long.write_text(
         " ".join(["the old farmer walked to the river"] * 400) + ". a dog ran. a cat sat. a man read.\n"
@@ -351,4 +349,3 @@ def test_locked_folder_is_refused(capsys, tmp_path, prompts, models):
     finally:
         os.close(fd)
     shutil.rmtree(out)
-    assert np.isfinite(0.0)
