@@ -168,20 +168,30 @@ def _device(args: argparse.Namespace, world: Any) -> str | None:
     return device
 
 
-def _key(args: argparse.Namespace, encoder: Any, channels: int) -> Any:
+def _key_file(args: argparse.Namespace, channels: int) -> Any:
+    """The key of ``--key`` (``None`` without it), checked before any model is loaded."""
+    if args.key is None:
+        return None
+    from pmark_impl._keys import KeyFileError, load_key
+
+    key = load_key(args.key)  # a missing / corrupt / insecure key file fails here
+    if key.channels < channels:
+        raise KeyFileError(f"key file {args.key} has {key.channels} channels; the runs need b = {channels}")
+    return key
+
+
+def _key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any:
+    """``key`` (from :func:`_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
     import numpy as np
 
-    from pmark_impl._keys import KeyFileError, WatermarkKey, load_key
+    from pmark_impl._keys import KeyFileError, WatermarkKey
 
-    if args.key is None:  # an evaluation key: reproducible from --key-seed, never saved
+    if key is None:  # an evaluation key: reproducible from --key-seed, never saved
         return WatermarkKey.generate(
             np.random.default_rng(args.key_seed), encoder.name, encoder.dim, channels
         )
-    key = load_key(args.key)
     if key.dim != int(encoder.dim):
         raise KeyFileError(f"key file {args.key} is for dimension {key.dim}, the encoder has {encoder.dim}")
-    if key.channels < channels:
-        raise KeyFileError(f"key file {args.key} has {key.channels} channels; the runs need b = {channels}")
     return key
 
 
@@ -256,14 +266,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         limit=args.limit,
         min_sentences=args.min_sentences,
     )
-    if args.key is not None:
-        from pmark_impl._keys import load_key
-
-        load_key(args.key)  # a missing / corrupt / insecure key file fails now
+    key_file = _key_file(args, config.max_channels)
     device = _device(args, world)
     dev = {"device": device} if device else {}
     encoder = cli._load_encoder(args.encoder, **dev)
-    key = _key(args, encoder, config.max_channels)
+    key = _key(args, key_file, encoder, config.max_channels)
     sampler = cli._load_sampler(args.model, args.temperature, args.top_p, **dev)
     if args.model is None:
         from pmark_impl._models import DEFAULT_LM_NAME

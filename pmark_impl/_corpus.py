@@ -43,6 +43,7 @@ __all__ = [
     "check_corpus_record",
     "corpus_fingerprint",
     "held_out_texts",
+    "jsonl_objects",
     "read_corpus",
     "split_documents",
 ]
@@ -226,21 +227,29 @@ def _lines(text: str) -> list[str]:
     return _NEWLINE.split(text)
 
 
-def _jsonl_raw(text: str, name: str, field: str) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
+def jsonl_objects(text: str, label: str) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` of each non-blank line of a JSON Lines text; ``label`` names the file in errors.
+
+    Raises:
+      UserFileError: a line that is not JSON, nested too deeply, or not a JSON object (one line, with its number).
+    """
     for lineno, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UserFileError(f"corpus file {name}, line {lineno}: malformed JSON ({exc.msg})") from None
+            raise UserFileError(f"{label}, line {lineno}: malformed JSON ({exc.msg})") from None
         except RecursionError:
-            raise UserFileError(f"corpus file {name}, line {lineno}: JSON nested too deeply") from None
+            raise UserFileError(f"{label}, line {lineno}: JSON nested too deeply") from None
         if not isinstance(obj, dict):
-            raise UserFileError(
-                f"corpus file {name}, line {lineno}: expected a JSON object, got {type(obj).__name__}"
-            )
+            raise UserFileError(f"{label}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
+
+
+def _jsonl_raw(text: str, name: str, field: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for lineno, obj in jsonl_objects(text, f"corpus file {name}"):
         if field not in obj:
             present = ", ".join(repr(k) for k in sorted(obj)[:20]) or "none"
             raise UserFileError(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pmark_impl._corpus import CORPUS_LIMIT_BYTES, _lines
+from pmark_impl._corpus import CORPUS_LIMIT_BYTES, _lines, jsonl_objects
 from pmark_impl._segment import split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._validate import PMarkValueError, check_positive_int
@@ -118,17 +118,7 @@ def _records(
 
 
 def _jsonl_rows(text: str, label: str) -> Iterator[_Row]:
-    for lineno, line in enumerate(_lines(text), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserFileError(f"{label}, line {lineno}: malformed JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UserFileError(f"{label}, line {lineno}: JSON nested too deeply") from None
-        if not isinstance(obj, dict):
-            raise UserFileError(f"{label}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
+    for lineno, obj in jsonl_objects(text, label):
         yield f"line {lineno}", lineno, obj
 
 

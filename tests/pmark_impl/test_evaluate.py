@@ -29,6 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
@@ -293,22 +294,15 @@ def test_prompt_too_long_fails_before_generation(capsys, tmp_path, models, monke
     assert "tokens" in err
 
 
+#: One offline text of 2 sentences, no attack: enough to exercise the folder rules quickly.
+SMALL = ("--limit", "1", "--schemes", "offline", "--max-sentences", "2", "--attack", "none")
+
+
 def test_folder_rules(capsys, tmp_path, prompts, models):
     theirs = tmp_path / "theirs"
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
-    small = (
-        "--prompts",
-        str(prompts),
-        "--limit",
-        "1",
-        "--schemes",
-        "offline",
-        "--max-sentences",
-        "2",
-        "--attack",
-        "none",
-    )
+    small = ("--prompts", str(prompts), *SMALL)
     assert "holds no evaluation" in _fails(capsys, theirs, *small)
     assert (theirs / "notes.txt").read_text() == "mine"
     out = tmp_path / "out"
@@ -327,18 +321,7 @@ def test_locked_folder_is_refused(capsys, tmp_path, prompts, models):
     import fcntl
 
     out = tmp_path / "out"
-    small = (
-        "--prompts",
-        str(prompts),
-        "--limit",
-        "1",
-        "--schemes",
-        "offline",
-        "--max-sentences",
-        "2",
-        "--attack",
-        "none",
-    )
+    small = ("--prompts", str(prompts), *SMALL)
     assert cli.main(["evaluate", "--out", str(out), "--quiet", *small]) == 0
     fd = os.open(out / ".lock-0", os.O_RDWR)
     try:
@@ -349,3 +332,11 @@ def test_locked_folder_is_refused(capsys, tmp_path, prompts, models):
     finally:
         os.close(fd)
     shutil.rmtree(out)
+
+
+def test_bad_key_files_fail_before_models(capsys, tmp_path, no_models):
+    from pmark_impl._keys import WatermarkKey, save_key
+
+    key = save_key(WatermarkKey.generate(np.random.default_rng(0), "enc", 8, 2), tmp_path / "k.json")
+    assert "has 2 channels; the runs need b = 4" in _fails(capsys, tmp_path / "o1", "--key", str(key))
+    assert "does not exist" in _fails(capsys, tmp_path / "o2", "--key", str(tmp_path / "missing.json"))
