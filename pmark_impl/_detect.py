@@ -68,8 +68,14 @@ from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seed
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
-from pmark_theory._detection import calibrated_soft_pvalue, hard_count_pvalue, hard_count_z, paper_soft_z
+from pmark_theory._detection import (
+    calibrated_soft_pvalue_interval,
+    hard_count_pvalue,
+    hard_count_z,
+    paper_soft_z,
+)
 from pmark_theory._hd import hd_median
+from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
 __all__ = [
@@ -132,8 +138,11 @@ def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, k
     return med
 
 
-#: Lattice resolution of the calibrated soft p-value when it is computed and no ``soft_resolution`` is given.
+#: Finest lattice of the calibrated soft p-value when it is computed and no ``soft_resolution`` is given (the
+#: lattice is refined from 2^8 only until the proven interval is within 10% or 1e-6, X4).
 DEFAULT_SOFT_RESOLUTION = 2**14
+#: ``soft_resolution`` value standing for "refine the lattice as needed" (internal).
+_ADAPTIVE = 0
 #: ``statistics["soft"]["note"]`` when the calibrated soft p-value was not asked for (it is then ``None``).
 SOFT_NOT_COMPUTED = (
     "not computed: the calibrated soft p-value is computed for test='soft' or when soft_resolution is given"
@@ -186,10 +195,12 @@ def detect(
       lsh_dim, n_clusters, gamma: SemStamp settings (must match generation; ``n_clusters=None``: the ``k`` of
         the key's fitted centroids, else 8).
       soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). ``None``
-        (default): the soft p-value is computed only for ``test="soft"``, at :data:`DEFAULT_SOFT_RESOLUTION`
-        (otherwise ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``); an integer: computed at that
-        resolution whatever the test. The p-value is a conservative upper bound at every resolution; lower is
-        faster (2^14: ~50 ms at 48 bits, 2^8: ~1 ms) and more conservative.
+        (default): the soft p-value is computed only for ``test="soft"`` (otherwise
+        ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``), on a lattice refined from ``2^8`` up to
+        :data:`DEFAULT_SOFT_RESOLUTION` only until its proven interval is within 10% (or ``1e-6``);
+        an integer: computed on that lattice whatever the test. The p-value is the interval's upper end,
+        valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
+        ``p_value_bounds`` and the ``resolution`` used.
       progress: called with ``t`` after each online resampling.
       splitter: sentence splitter (default ``pmark_impl._segment.split_sentences``).
       green_seeding: SemStamp modes: ``"position"`` (default) or ``"cell"`` (green set of sentence ``t >= 1``
@@ -287,7 +298,7 @@ def detect_many(
     if soft_resolution is not None:
         soft_resolution = check_positive_int("soft_resolution", soft_resolution)
     elif test == "soft":
-        soft_resolution = DEFAULT_SOFT_RESOLUTION
+        soft_resolution = _ADAPTIVE
     b = resolve_channels(key, channels)
     if int(getattr(encoder, "dim", -1)) != key.dim:
         raise PMarkValueError(
@@ -412,11 +423,19 @@ def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution)
     soft_stats: dict[str, Any] = {"n_green": n_soft}
     if soft_resolution is None:
         soft_stats.update(p_value=None, calibrated=True, note=SOFT_NOT_COMPUTED)
+    elif not n_bits:
+        soft_stats.update(p_value=1.0, p_value_bounds=[1.0, 1.0], resolution=None, calibrated=True)
     else:
-        p_soft = (
-            float(calibrated_soft_pvalue(n_soft, a.ravel(), resolution=soft_resolution)) if n_bits else 1.0
+        fixed = None if soft_resolution == _ADAPTIVE else soft_resolution
+        iv = calibrated_soft_pvalue_interval(
+            n_soft, a.ravel(), resolution=fixed, max_resolution=DEFAULT_SOFT_RESOLUTION
         )
-        soft_stats.update(p_value=p_soft, calibrated=True)
+        soft_stats.update(
+            p_value=float(iv.hi),
+            p_value_bounds=[float(iv.lo), float(iv.hi)],
+            resolution=None if a.size <= EXACT_ENUMERATION_MAX_BITS else int(iv.resolution),
+            calibrated=True,
+        )
     stats_ = {
         "hard": {"n_green": n_green, "p_value": p_hard, "z": z_hard},
         "soft": soft_stats,

@@ -42,7 +42,7 @@ TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
     "hard": ("n_green", "p_value", "z", "note"),
     "per_key": ("p_value", "confidence", "centring"),
     "resample": ("p_value", "n_resamples", "window"),
-    "soft": ("p_value", "calibrated"),
+    "soft": ("p_value", "p_value_bounds", "resolution", "calibrated"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
     "green_count": ("n_green", "gamma", "p_value", "repeated_cells", "note"),
 }

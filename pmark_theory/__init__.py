@@ -31,6 +31,7 @@ from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import (
     calibrated_soft_pvalue,
     calibrated_soft_pvalue_bounds,
+    calibrated_soft_pvalue_interval,
     calibrated_soft_z,
     hard_count_log_pvalue,
     hard_count_pvalue,
@@ -108,7 +109,10 @@ from pmark_theory._rules import (
     offline_select,
     offline_sig_and_r_mask,
     online_mask,
+    online_order_keys,
+    online_order_table,
     online_select,
+    online_select_ordinal,
     online_survivors,
     select_from_mask,
     signs,

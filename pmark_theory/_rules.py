@@ -12,7 +12,7 @@ Conventions:
     balanced; uniforms make the order of tied candidates exchangeable.
   * ``Sig_j(x) = 1{F_j(x) > 0}``: ``F = 0`` counts as 0 (docs/claims.md §0).
 
-Shapes are static, so all checks on ``N`` and ``b`` happen at trace time and raise
+The online halving lives in :mod:`pmark_theory._online` (re-exported here). Shapes are static, so all checks on ``N`` and ``b`` happen at trace time and raise
 :class:`~pmark_theory._validate.PMarkValueError`. Value checks (NaN) run when the inputs are concrete.
 """
 
@@ -22,10 +22,16 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from pmark_theory._hd import hd_median_masked_jax
-from pmark_theory._validate import PMarkValueError
+from pmark_theory._online import (
+    online_mask,
+    online_order_keys,
+    online_order_table,
+    online_select_ordinal,
+    online_survivors,
+)
+from pmark_theory._rule_inputs import _check_bits, _check_proxies
 
 __all__ = [
     "NEGATIVE_CONTROL_RULES",
@@ -39,48 +45,16 @@ __all__ = [
     "offline_select",
     "offline_sig_and_r_mask",
     "online_mask",
+    "online_order_keys",
+    "online_order_table",
     "online_select",
+    "online_select_ordinal",
     "online_survivors",
     "select_from_mask",
     "signs",
 ]
 
 Array = jax.Array
-
-
-def _is_concrete(x: Any) -> bool:
-    """True outside tracing; value checks then use NumPy (jnp ops inside a trace return tracers)."""
-    return not isinstance(x, jax.core.Tracer)
-
-
-def _check_proxies(proxies: Any, name: str = "proxies") -> Array:
-    proxies = jnp.asarray(proxies)
-    if proxies.ndim != 2:
-        raise PMarkValueError(f"{name} must have shape [N, b], got shape {proxies.shape}")
-    n, b = proxies.shape
-    if n == 0 or b == 0:
-        raise PMarkValueError(f"{name} must not be empty, got shape {proxies.shape}")
-    if _is_concrete(proxies) and not np.all(np.isfinite(np.asarray(proxies))):
-        raise PMarkValueError(f"{name} contains NaN or infinite values")
-    return proxies
-
-
-def _check_bits(bits: Any, b: int) -> Array:
-    bits = jnp.asarray(bits)
-    if bits.shape != (b,):
-        raise PMarkValueError(f"bits must have shape [b] = [{b}] to match proxies [N, b], got {bits.shape}")
-    if _is_concrete(bits) and not np.all(np.isin(np.asarray(bits), (0, 1))):
-        raise PMarkValueError("bits must contain only 0 and 1")
-    return bits.astype(jnp.int32)
-
-
-def _check_tiebreak(tiebreak: Any, n: int) -> Array:
-    tiebreak = jnp.asarray(tiebreak)
-    if tiebreak.shape != (n,):
-        raise PMarkValueError(
-            f"tiebreak must have shape [N] = [{n}] to match proxies [N, b], got {tiebreak.shape}"
-        )
-    return tiebreak
 
 
 def signs(proxies: Any, threshold: float = 0.0) -> Array:
@@ -90,180 +64,6 @@ def signs(proxies: Any, threshold: float = 0.0) -> Array:
     value. NumPy callers validate first (``pmark_theory._validate.check_embeddings`` or ``check_finite``).
     """
     return (jnp.asarray(proxies) > threshold).astype(jnp.int32)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Online PMark: rank-based balanced halving (C9, C10, E5, E6).
-# --------------------------------------------------------------------------------------------------------------
-def online_survivors(proxies: Any, bits: Any, tiebreak: Any) -> Array:
-    """Indices that survive ``b`` balanced halvings (C10; E5 rank split; E6 divisibility).
-
-    At channel ``j`` the current set (size ``n_j = N / 2**(j-1)``) is sorted by ``(F_j, U)``; the top
-    ``n_j / 2`` ranks form the upper half, kept when ``bits[j] == 1``, else the lower half is kept. Each
-    halving is a balanced partition that does not depend on the key, so for ANY candidate multiset (ties,
-    duplicates) each index survives for exactly one of the ``2**b`` bit vectors: ``P(Y = x_i | W) = 1/N``.
-
-    The order is exactly that of a stable ``jnp.lexsort((U, F_j))`` of the current set kept in sorted order
-    (:func:`_online_survivors_sort`, the reference): a pair tied in both ``F_j`` and ``U`` keeps its order from
-    the previous halving. The fast path (:func:`_online_fast`) computes the same halves from pairwise ranks and
-    hands every input on which it could differ (such full ties, NaN) to the reference, see
-    :func:`_online_indices`.
-
-    Args:
-      proxies: ``[N, b]`` proxy values ``F_j(x_i)``.
-      bits: ``[b]`` key bits in ``{0, 1}``.
-      tiebreak: ``[N]`` tie-breakers ``U_i`` (iid uniforms; any fixed vector keeps the balance).
-
-    Returns:
-      int32 ``[N // 2**b]``: surviving indices in increasing order.
-
-    Raises:
-      PMarkValueError: shapes disagree, ``N % 2**b != 0`` (E6), NaN proxies or non-binary bits.
-    """
-    return jnp.sort(_online_indices(*_check_online(proxies, bits, tiebreak)))
-
-
-def online_mask(proxies: Any, bits: Any, tiebreak: Any) -> Array:
-    """Boolean ``[N]`` mask of :func:`online_survivors` (the final set ``V_b``)."""
-    proxies, bits, tiebreak = _check_online(proxies, bits, tiebreak)
-    n = proxies.shape[0]
-    surv = _online_indices(proxies, bits, tiebreak)
-    if n * surv.shape[0] <= _MASK_COMPARE_MAX:  # a small compare beats a scatter under vmap
-        return jnp.any(jnp.arange(n, dtype=jnp.int32)[:, None] == surv[None, :], axis=1)
-    return jnp.zeros(n, dtype=bool).at[surv].set(True)
-
-
-def _check_online(proxies: Any, bits: Any, tiebreak: Any) -> tuple[Array, Array, Array]:
-    proxies = _check_proxies(proxies)
-    n, b = proxies.shape
-    if n % (2**b) != 0:
-        raise PMarkValueError(
-            f"N (number of candidates, proxies.shape[0]) must be divisible by 2**b = {2**b} for b = {b} "
-            f"channels (E6), got N = {n}"
-        )
-    bits = _check_bits(bits, b)
-    tiebreak = _check_tiebreak(tiebreak, n)
-    return proxies, bits, tiebreak
-
-
-#: Largest ``N`` for the pairwise fast path: its cost grows as ``N**2``, the sort's as ``N log N`` (on one CPU
-#: core, 65k trials, b = 4: 4x faster than the sort at N = 64, 1.4x at N = 512).
-_PAIRWISE_MAX_N = 512
-#: Pairwise counts are summed over at most this many rows at a time: XLA:CPU then fuses the comparisons
-#: into the sum instead of writing the ``[N, N]`` matrix to memory (4x slower at 65k trials, N = 64).
-_RANK_CHUNK = 32
-#: ``online_mask`` builds its mask by comparison when ``N * N // 2**b`` is at most this, else by a scatter.
-_MASK_COMPARE_MAX = 4096
-
-
-def _online_survivors_sort(proxies: Array, bits: Array, tiebreak: Array) -> Array:
-    """Reference halving (unsorted survivors): a stable lexsort of the current set by ``(F_j, U)`` per channel.
-
-    Ties in both ``F_j`` and ``U`` keep the order of the previous halving (the current set stays in sorted
-    order), and the first halving starts from index order.
-    """
-    n, b = proxies.shape
-    idx = jnp.arange(n, dtype=jnp.int32)
-    for j in range(b):
-        order = jnp.lexsort((tiebreak[idx], proxies[idx, j]))  # ascending by F_j, ties by U
-        half = idx.shape[0] // 2
-        lower, upper = idx[order[:half]], idx[order[half:]]
-        idx = jnp.where(bits[j] == 1, upper, lower)
-    return idx
-
-
-def _count_dtype(m: int):
-    return jnp.int8 if m <= 127 else jnp.int16 if m <= 32767 else jnp.int32
-
-
-def _pair_ranks(f: Array, u: Array, dtype) -> Array:
-    """``rank_i = #{k : (f_k, u_k) < (f_i, u_i)}`` (lexicographic, IEEE comparisons) as ``dtype``.
-
-    Summed over blocks of :data:`_RANK_CHUNK` rows ``k`` so that XLA fuses the comparisons into the sums.
-    """
-    m = f.shape[0]
-    rank = jnp.zeros(m, dtype)
-    for k0 in range(0, m, _RANK_CHUNK):
-        fk, uk = f[k0 : k0 + _RANK_CHUNK, None], u[k0 : k0 + _RANK_CHUNK, None]
-        less = (fk < f[None, :]) | ((fk == f[None, :]) & (uk < u[None, :]))
-        rank = rank + jnp.sum(less.astype(dtype), axis=0, dtype=dtype)
-    return rank
-
-
-def _slot_owners(slot: Array, n_slots: int, dtype) -> Array:
-    """``owner[p] = sum_i i * (slot_i == p)`` for ``p < n_slots``: the inverse of ``slot`` where it is one-to-one."""
-    m = slot.shape[0]
-    pos, slots = jnp.arange(m, dtype=dtype), jnp.arange(n_slots, dtype=dtype)
-    owner = jnp.zeros(n_slots, dtype)
-    for k0 in range(0, m, _RANK_CHUNK):
-        hit = slot[k0 : k0 + _RANK_CHUNK, None] == slots[None, :]
-        owner = owner + jnp.sum(
-            jnp.where(hit, pos[k0 : k0 + _RANK_CHUNK, None], 0).astype(dtype), axis=0, dtype=dtype
-        )
-    return owner
-
-
-def _online_fast(proxies: Array, bits: Array, tiebreak: Array) -> tuple[Array, Array]:
-    """Pairwise-rank halving: ``(unsorted survivors, ok)``; equals the reference whenever ``ok``.
-
-    At each halving ``rank_i = #{k in current set : (F_j, U)_k < (F_j, U)_i}`` (IEEE comparisons). When all
-    pairs of the current set are ordered (no pair tied in both ``F_j`` and ``U``, no NaN) the ranks are
-    ``0 .. m-1``, equal to the positions in the reference's stable sort, and the halves are the same sets; the
-    order inside a half then never matters again. Otherwise some pair is unordered both ways, the ranks sum to
-    less than ``m (m - 1) / 2`` and ``ok`` is False (the survivors are then meaningless).
-    """
-    n, b = proxies.shape
-    cols = [proxies[:, j] for j in range(b)]
-    u = tiebreak
-    idx = jnp.arange(n, dtype=jnp.int32)
-    ok = jnp.bool_(True)
-    for j in range(b):
-        m = idx.shape[0]
-        half, dt = m // 2, _count_dtype(m)
-        rank = _pair_ranks(cols[j], u, dt)
-        ok &= jnp.sum(rank, dtype=jnp.int32) == m * (m - 1) // 2
-        slot = rank - jnp.where(bits[j] == 1, half, 0).astype(dt)  # place in the kept half, if in [0, half)
-        perm = _slot_owners(slot, half, dt).astype(jnp.int32)
-        # mode="clip": a perm from a not-ok set (ranks not one-to-one) may be out of range; it is discarded
-        cols[j + 1 :] = [jnp.take(c, perm, axis=0, mode="clip") for c in cols[j + 1 :]]
-        u, idx = jnp.take(u, perm, mode="clip"), jnp.take(idx, perm, mode="clip")
-    return idx, ok
-
-
-@jax.custom_batching.custom_vmap
-def _online_fast_or_sort(proxies: Array, bits: Array, tiebreak: Array) -> Array:
-    surv, ok = _online_fast(proxies, bits, tiebreak)
-    return jax.lax.cond(ok, lambda: surv, lambda: _online_survivors_sort(proxies, bits, tiebreak))
-
-
-@_online_fast_or_sort.def_vmap
-def _online_fast_or_sort_vmap(axis_size: int, in_batched, proxies: Array, bits: Array, tiebreak: Array):
-    # Under vmap a per-trial cond would run both branches. Decide once for the batch instead: the reference
-    # runs only when some trial of the batch needs it (a tie in both F and U, or NaN), for all its trials.
-    args = [
-        x if batched else jnp.broadcast_to(x, (axis_size, *x.shape))
-        for x, batched in zip((proxies, bits, tiebreak), in_batched)
-    ]
-    surv, ok = jax.vmap(_online_fast)(*args)
-    surv = jax.lax.cond(jnp.all(ok), lambda: surv, lambda: jax.vmap(_online_survivors_sort)(*args))
-    return surv, True
-
-
-@jax.jit
-def _online_indices(proxies: Array, bits: Array, tiebreak: Array) -> Array:
-    """Survivors of the halving, unsorted: the pairwise fast path with the sort as fallback, or the sort.
-
-    Jitted: called eagerly, the ``custom_vmap`` and its ``cond`` would be traced and compiled anew on every
-    call; compiled once per shape and dtype they cost microseconds.
-    """
-    n = proxies.shape[0]
-    real = all(
-        jnp.issubdtype(x.dtype, jnp.floating) or jnp.issubdtype(x.dtype, jnp.integer)
-        for x in (proxies, tiebreak)
-    )
-    if n > _PAIRWISE_MAX_N or not real:
-        return _online_survivors_sort(proxies, bits, tiebreak)
-    return _online_fast_or_sort(proxies, bits, tiebreak)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -360,14 +160,24 @@ def hd_split_mask(proxies: Any, bits: Any, tiebreak: Any = None) -> Array:
 # Drawing the output, and the rule abstraction.
 # --------------------------------------------------------------------------------------------------------------
 def select_from_mask(key: Array, mask: Any) -> Array:
-    """Draw ``Y ~ Unif{i : mask[i]}``; an empty mask falls back to a uniform index over all ``N``."""
+    """Draw ``Y ~ Unif{i : mask[i]}``; an empty mask falls back to a uniform index over all ``N``.
+
+    One random integer ``r ~ Unif{0, .., |mask| - 1}`` and the ``(r + 1)``-th True entry (a cumulative count):
+    the same law as a Gumbel-max draw over the mask at ``1/N`` of its random numbers and none of its logs.
+    """
     mask = jnp.asarray(mask, dtype=bool)
     mask = jnp.where(jnp.any(mask), mask, jnp.ones_like(mask))
-    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
+    count = jnp.cumsum(mask, dtype=jnp.int32)
+    r = jax.random.randint(key, (), 0, count[-1], dtype=jnp.int32)
+    return jnp.argmax(count > r)
 
 
 class MaskFn(Protocol):
     def __call__(self, proxies: Any, bits: Any, tiebreak: Any) -> Array: ...
+
+
+class OrdinalFn(Protocol):
+    def __call__(self, key: Array, order_keys: Any, bits: Any) -> Array: ...
 
 
 class SelectionRule(NamedTuple):
@@ -381,12 +191,16 @@ class SelectionRule(NamedTuple):
       distortion_free: what the theory says (``True`` for the corrected rules, ``False`` for the
         paper-literal negative controls).
       claim: the claim or erratum ID that defines the rule.
+      ordinal: optional faster route with the same output law for iid candidates, for a rule that sees the
+        proxies only through each channel's order: ``ordinal(key, order_keys, bits) -> index`` with keys from
+        :func:`online_order_keys` (the simulator uses it when set; a rule without it goes through ``mask``).
     """
 
     name: str
     mask: MaskFn
     distortion_free: bool
     claim: str
+    ordinal: OrdinalFn | None = None
 
     def weights(self, proxies: Any, bits: Any, tiebreak: Any) -> Array:
         """Selection law given the candidates: ``float [N]`` summing to 1."""
@@ -402,7 +216,7 @@ class SelectionRule(NamedTuple):
         return select_from_mask(k_choice, self.mask(proxies, bits, tiebreak))
 
 
-ONLINE = SelectionRule("online", online_mask, True, "C10/E5/E6")
+ONLINE = SelectionRule("online", online_mask, True, "C10/E5/E6", online_select_ordinal)
 OFFLINE = SelectionRule("offline", offline_mask, False, "E7/X2")  # distortion-free iff signs jointly uniform
 OFFLINE_LITERAL = SelectionRule("offline_literal", offline_literal_mask, False, "E7")
 OFFLINE_SIG_AND_R = SelectionRule("offline_sig_and_r", offline_sig_and_r_mask, False, "E8")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy import signal, special, stats
@@ -33,12 +34,15 @@ from scipy import signal, special, stats
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
+    "ADAPTIVE_START_RESOLUTION",
     "DEFAULT_RESOLUTION",
     "EXACT_ENUMERATION_MAX_BITS",
     "FFT_RTOL",
     "MAX_BITS",
     "TIE_TOL",
+    "TailInterval",
     "tail_bounds",
+    "tail_interval",
     "tail_upper_bound",
 ]
 
@@ -120,30 +124,123 @@ def _fft_lattice_tail(steps: np.ndarray, k0: int) -> float:
     return float(min(math.exp(min(log_tail, 0.0)), 1.0))
 
 
-def _lattice_tail(w: np.ndarray, t: float, resolution: int, up: bool, strict: bool) -> float:
-    """``P(Σ B_i w̃_i >= t)`` (or ``> t``) with ``w̃_i = ceil(w_i L)/L`` (``up``) or ``floor(w_i L)/L``.
-
-    ``up`` gives an upper bound on the true tail and ``not up`` a lower bound (module doc); the FFT route's
-    result is widened by ``1 ± FFT_RTOL`` in the same direction.
-    """
+def _lattice_steps(
+    w: np.ndarray, t: float, resolution: int, up: bool, strict: bool
+) -> tuple[np.ndarray, int]:
+    """Integer steps ``ceil(w_i L)`` (``up``) or ``floor(w_i L)`` and the first lattice cell ``k0`` of the tail."""
     steps = np.ceil(w * resolution - 1e-12) if up else np.floor(w * resolution + 1e-12)
-    steps = steps.astype(np.int64)
     if strict:
         k0 = math.floor((t + TIE_TOL) * resolution) + 1
     else:
         k0 = math.ceil((t - TIE_TOL) * resolution)
+    return steps.astype(np.int64), k0
+
+
+#: The sequential convolution halves the law only every this many weights (``2^512`` stays far from overflow).
+_RESCALE_EVERY = 512
+
+
+def _lattice_tails(steps: np.ndarray, k0s: tuple[int, ...], up: bool) -> list[float]:
+    """``P(Σ B_i s_i >= k)`` for each ``k`` in ``k0s`` from one lattice law (integer steps ``s_i >= 0``).
+
+    Sequential route: ``c_(i)(k) = c_(i-1)(k) + c_(i-1)(k - s_i)`` counts outcomes, halved every
+    :data:`_RESCALE_EVERY` weights and at the end (one pass per weight instead of two). FFT route (module doc):
+    one tilted convolution per ``k``, widened by ``1 ± FFT_RTOL`` in the bound's direction.
+    """
     if steps.size * int(steps.sum()) > _SEQUENTIAL_MAX_WORK:
-        p = _fft_lattice_tail(steps, k0)
-        return float(min(p * (1.0 + FFT_RTOL), 1.0)) if up else p * (1.0 - FFT_RTOL)
+        tails = [_fft_lattice_tail(steps, k) for k in k0s]
+        return [float(min(p * (1.0 + FFT_RTOL), 1.0)) if up else p * (1.0 - FFT_RTOL) for p in tails]
     pmf = np.zeros(int(steps.sum()) + 1)
     pmf[0] = 1.0
-    top = 0
-    for s in steps:
-        if s:
-            pmf[s : top + s + 1] += pmf[: top + 1]  # NumPy buffers overlapping in-place operands
-            pmf[: top + s + 1] *= 0.5
-            top += s
-    return float(min(pmf[max(k0, 0) :].sum(), 1.0))
+    top = pending = 0
+    for s in steps[steps > 0]:
+        pmf[s : top + s + 1] += pmf[: top + 1]  # NumPy buffers overlapping in-place operands
+        top += s
+        pending += 1
+        if pending == _RESCALE_EVERY:
+            pmf[: top + 1] *= 2.0**-_RESCALE_EVERY
+            pending = 0
+    pmf *= 2.0**-pending
+    return [float(min(pmf[max(k, 0) :].sum(), 1.0)) for k in k0s]
+
+
+def _lattice_tail(w: np.ndarray, t: float, resolution: int, up: bool, strict: bool) -> float:
+    """``P(Σ B_i w̃_i >= t)`` (or ``> t``) with ``w̃_i = ceil(w_i L)/L`` (``up``) or ``floor(w_i L)/L``.
+
+    ``up`` gives an upper bound on the true tail and ``not up`` a lower bound (module doc).
+    """
+    steps, k0 = _lattice_steps(w, t, resolution, up, strict)
+    return _lattice_tails(steps, (k0,), up)[0]
+
+
+def _one_law_bounds(w: np.ndarray, t: float, resolution: int, strict: bool) -> tuple[float, float]:
+    """``(lo, hi)`` on the tail from the rounded-up law alone: ``hi`` at ``k0``, ``lo`` at ``k0 + n'``.
+
+    ``n'`` counts the weights whose rounding up and down differ (by one step each), so pointwise
+    ``Σ B_i floor(w_i L) >= Σ B_i ceil(w_i L) − n'`` and ``{S_up >= k0 + n'} ⊆ {S_down >= k0} ⊆ {S >= t}``:
+    a valid lower bound at no extra convolution, looser than the rounded-down law's.
+    """
+    steps, k0 = _lattice_steps(w, t, resolution, True, strict)
+    n_diff = int(np.sum(steps != _lattice_steps(w, t, resolution, False, strict)[0]))
+    hi, lo = _lattice_tails(steps, (k0, k0 + n_diff), True)
+    if (
+        steps.size * int(steps.sum()) > _SEQUENTIAL_MAX_WORK
+    ):  # the FFT widening went up; a lower bound goes down
+        lo = lo / (1.0 + FFT_RTOL) ** 2
+    return min(lo, hi), hi
+
+
+class TailInterval(NamedTuple):
+    """A proven interval on a tail probability: ``lo <= P <= hi``, from the lattice of ``resolution`` steps."""
+
+    lo: float
+    hi: float
+    resolution: int
+
+
+#: Coarsest lattice :func:`tail_interval` starts from (each refinement doubles it).
+ADAPTIVE_START_RESOLUTION = 2**8
+
+
+def tail_interval(
+    w: np.ndarray,
+    t: float,
+    *,
+    rtol: float,
+    atol: float,
+    max_resolution: int = DEFAULT_RESOLUTION,
+    start_resolution: int = ADAPTIVE_START_RESOLUTION,
+    strict: bool = False,
+) -> TailInterval:
+    """A proven interval on ``P(S >= t)`` (``strict``: ``> t``), the lattice refined only as far as needed (X4).
+
+    From ``L = start_resolution`` (default ``2^8``), doubling up to ``max_resolution``: the rounded-up law gives ``hi`` and, read ``n'``
+    cells further, ``lo`` (:func:`_one_law_bounds`); it stops at the first ``L`` with
+    ``hi − lo <= max(rtol · hi, atol)``. Exact (``lo = hi``) for ``n <= 20``. ``hi`` is the valid, conservative
+    p-value; the interval is the proven error bound to report beside it. The work grows as ``n^2 L``, so a
+    short text or a far tail stops at a coarse lattice.
+
+    Args:
+      w: weights ``[n]`` in ``[0, 1]`` (validated by the caller).
+      t: threshold.
+      rtol, atol: the tolerance on ``hi − lo``.
+      max_resolution: the finest lattice tried (the interval is returned there whatever its width).
+      start_resolution: the first lattice (``= max_resolution``: one fixed lattice).
+      strict: ``P(S > t)``.
+
+    Raises:
+      PMarkValueError: more than :data:`MAX_BITS` weights.
+    """
+    if w.size <= EXACT_ENUMERATION_MAX_BITS or w.size > MAX_BITS:
+        lo, hi = _bounds(w, t, max_resolution, strict, want_lo=True)
+        return TailInterval(lo, hi, max_resolution)
+    top = max(1, min(max_resolution, _MAX_LATTICE_CELLS // w.size))
+    res = max(1, min(start_resolution, top))
+    while True:
+        lo, hi = _one_law_bounds(w, t, res, strict)
+        if hi - lo <= max(rtol * hi, atol) or res >= top:
+            return TailInterval(lo, hi, res)
+        res = min(2 * res, top)
 
 
 def tail_bounds(w: np.ndarray, t: float, resolution: int, strict: bool = False) -> tuple[float, float]:

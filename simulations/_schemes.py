@@ -25,7 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_theory._counts import hard_counts
-from pmark_theory._rules import NEGATIVE_CONTROL_RULES, RULES, SelectionRule
+from pmark_theory._rules import (
+    NEGATIVE_CONTROL_RULES,
+    RULES,
+    SelectionRule,
+    online_order_keys,
+    online_order_table,
+)
 from pmark_theory._validate import (
     PMarkValueError,
     check_finite,
@@ -121,12 +127,18 @@ def _wrap(universe: FiniteUniverse, core: Core, text_length: int | None) -> Call
 # PMark (C10, E5–E8).
 # --------------------------------------------------------------------------------------------------------------
 def _pmark_core(table: Array, rule: SelectionRule, n: int) -> Core:
+    """``rule.select`` on the candidates' proxies, or ``rule.ordinal`` on their order keys when the rule has one
+    (the online rule: the same law, ties by index — iid candidates are exchangeable, E5)."""
     b = table.shape[1]
+    ordinal = rule.ordinal
+    keys = online_order_table(table, n) if ordinal is not None else None
 
     def core(key: Array, law: AliasTable, prev: Array) -> Array:
         k_bits, k_cand, k_sel = jax.random.split(key, 3)
         bits = jax.random.bernoulli(k_bits, 0.5, (b,)).astype(jnp.int32)  # r_(t, j) ~ Bern(1/2) iid
         ids = draw_ids(k_cand, law, (n,))
+        if ordinal is not None:
+            return ids[ordinal(k_sel, online_order_keys(keys[ids]), bits)]
         return ids[rule.select(k_sel, table[ids], bits)]
 
     return core

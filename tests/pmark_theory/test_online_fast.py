@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pmark_theory as pt
-from pmark_theory import _rules
+from pmark_theory import _online
 
 ALPHABET = [-0.5, -0.0, 0.0, 0.25, 0.5]
 TIES = [0.0, -0.0, 0.3, 0.7]
@@ -72,7 +72,7 @@ def test_subnormals_as_the_sort_rule():
     proxies = np.array([[2.22507386e-311], [0.0]])
     tiebreak = np.array([0.0, 0.5])
     for bits in (np.array([0], dtype=np.int32), np.array([1], dtype=np.int32)):
-        expected = np.sort(np.asarray(jax.jit(_rules._online_survivors_sort)(proxies, bits, tiebreak)))
+        expected = np.sort(np.asarray(jax.jit(_online._online_survivors_sort)(proxies, bits, tiebreak)))
         np.testing.assert_array_equal(pt.online_survivors(proxies, bits, tiebreak), expected)
         np.testing.assert_array_equal(jax.jit(pt.online_survivors)(proxies, bits, tiebreak), expected)
 
@@ -115,7 +115,7 @@ def test_online_batched_equals_the_reference(cases, b, n_mult):
 def test_fast_path_is_exact_or_defers():
     """The pairwise path alone: equal to the oracle when no pair ties in both F and U, else it reports not-ok."""
     rng = np.random.default_rng(0)
-    fast = jax.jit(jax.vmap(_rules._online_fast))
+    fast = jax.jit(jax.vmap(_online._online_fast))
     proxies = rng.choice(ALPHABET, size=(200, 64, 4))  # heavy ties in F, distinct U
     tiebreak = rng.permuted(np.tile(np.arange(64), (200, 1)), axis=1) / 64.0
     bits = rng.integers(0, 2, size=(200, 4)).astype(np.int32)
@@ -208,3 +208,86 @@ def test_the_comparison_detects_a_wrong_rule(wrong):
         np.testing.assert_array_equal(pt.online_survivors(proxies, bits, tiebreak), expected)
         differs += not np.array_equal(wrong(proxies, bits, tiebreak), expected)
     assert differs > 0
+
+
+# ---------------------------------------------------------------------------------------------- the order-key route
+# The simulator's route (SelectionRule.ordinal): per-channel order keys N * rank(F_j) + i, ties broken by index.
+@given(halving_cases())
+@settings(max_examples=25)
+def test_order_keys_route_equals_index_tiebreaks(case):
+    """Survivors from order keys = the NumPy oracle with tie-breaker ``U_i = i``, ties and duplicates included."""
+    proxies, bits, _ = case
+    n = proxies.shape[0]
+    keys = pt.online_order_keys(pt.online_order_table(proxies, n))
+    for j in range(proxies.shape[1]):  # keys ordered as (F_j, i) and distinct
+        order = np.lexsort((np.arange(n), proxies[:, j]))
+        assert np.all(np.diff(np.asarray(keys[:, j]).astype(np.int64)[order]) > 0)
+    expected = _reference(proxies, bits, np.arange(n, dtype=np.float64))
+    surv = _online._online_ordinal_indices(keys, jnp.asarray(bits), jnp.arange(n, dtype=jnp.int32))
+    np.testing.assert_array_equal(np.sort(np.asarray(surv)), expected)
+    pick = int(pt.online_select_ordinal(jax.random.key(0), keys, bits))
+    assert pick in set(expected.tolist())
+
+
+def test_order_keys_with_ties_fall_back_exactly():
+    """Keys that are not distinct (a caller's mistake) still give the exact rule with index tie-breaks."""
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 3, size=(20, 32, 2)).astype(np.uint16)
+    bits = rng.integers(0, 2, size=(20, 2)).astype(np.int32)
+    idx = jnp.arange(32, dtype=jnp.int32)
+    surv = jax.jit(jax.vmap(_online._online_ordinal_indices, in_axes=(0, 0, None)))(keys, bits, idx)
+    for t in range(20):
+        expected = _reference(keys[t].astype(np.float64), bits[t], np.arange(32.0))
+        np.testing.assert_array_equal(np.sort(np.asarray(surv[t])), expected)
+
+
+def test_order_table_dtype_and_errors():
+    values = np.repeat(np.arange(1000.0)[:, None], 2, axis=1)
+    assert pt.online_order_table(values, 64).dtype == jnp.uint16  # 1000 * 64 < 2**16
+    assert pt.online_order_table(values, 128).dtype == jnp.uint32
+    with pytest.raises(pt.PMarkValueError, match="NaN"):
+        pt.online_order_table(np.array([[0.1], [np.nan]]), 2)
+    with pytest.raises(pt.PMarkValueError, match="positive"):
+        pt.online_order_table(values, 0)
+    with pytest.raises(pt.PMarkValueError, match="divisible"):
+        pt.online_select_ordinal(jax.random.key(0), np.arange(6.0).reshape(3, 2) * [1, 1], np.array([0, 1]))
+
+
+def _exact_output_laws(probs, values, bits, first=None):
+    """Exact law of the output sentence under index tie-breaks and under uniform tie-breaks (all N! orders).
+
+    Candidates iid from ``probs`` (or, with ``first``, candidate 0 fixed to sentence ``first``: not
+    exchangeable); the oracle halving is ``_reference``; the output is uniform over the survivors.
+    """
+    import itertools
+
+    k, n = len(probs), 2 ** len(bits) * 2
+    by_index, by_uniform = np.zeros(k), np.zeros(k)
+    orders = list(itertools.permutations(range(n)))
+    for tup in itertools.product(range(k), repeat=n):
+        if first is not None and tup[0] != first:
+            continue
+        w = np.prod([probs[s] for s in (tup[1:] if first is not None else tup)])
+        prox = values[list(tup)]
+        for i in _reference(prox, bits, np.arange(n, dtype=np.float64)):
+            by_index[tup[i]] += w / (n // 2 ** len(bits))
+        for order in orders:
+            for i in _reference(prox, bits, np.array(order, dtype=np.float64)):
+                by_uniform[tup[i]] += w / (n // 2 ** len(bits)) / len(orders)
+    return by_index, by_uniform
+
+
+def test_index_tiebreaks_have_the_law_of_uniform_ones():
+    """E5, exact: for iid candidates the output law given the key is the same with index or uniform tie-breaks.
+
+    Brute force over all 3**4 candidate tuples and all 4! tie orders (N = 4, b = 1), with ties in F. Control:
+    with candidate 0 fixed (not exchangeable) the two laws differ, so the equality is not automatic.
+    """
+    probs = np.array([0.5, 0.3, 0.2])
+    values = np.array([[0.2], [0.2], [0.7]])  # sentences 0 and 1 tie
+    for bit in (0, 1):
+        by_index, by_uniform = _exact_output_laws(probs, values, np.array([bit]))
+        np.testing.assert_allclose(by_index, by_uniform, atol=1e-14)
+        assert abs(by_index.sum() - 1) < 1e-14
+    by_index, by_uniform = _exact_output_laws(probs, values, np.array([0]), first=0)
+    assert np.max(np.abs(by_index - by_uniform)) > 0.01
