@@ -13,7 +13,8 @@ With SmolLM2-135M-Instruct (GGUF, float32, CPU), per watermarked sentence:
    log-probabilities, ``multinomial``), Python bookkeeping (detokenisation, stopping rule, cache row selection),
    with the tail-window detokenisation on (the default) and off (whole row decoded at every step).
 
-Timings on a shared machine are noisy: the routes are interleaved (``repeats`` rounds, each timing every route once)
+Timings on a shared machine are noisy: the routes are interleaved (``repeats`` rounds, each timing every route once;
+six rounds at ``N = 16``, two at ``N = 64``)
 and each ratio is taken from the totals of the same run. Every route runs with ``torch.set_num_threads`` set to all
 cores (``os.cpu_count()``; restored afterwards); the load average is recorded. ``--quick``: ``N = 4``, one round,
 one sentence. Goals are reported, never asserted.
@@ -36,6 +37,10 @@ from pmark_impl._models import DEFAULT_LM_NAME, load_default_lm
 from pmark_impl._sampler import DECODE_WINDOW, LMSentenceSampler, SamplingConfig
 
 GOALS = {16: 5.0, 64: 8.0}
+# Rounds (sentences) per N: a batch lasts as long as its longest candidate, so one straggler (a row that runs to the
+# token cap) can halve a sentence's speedup at N = 16; six sentences average that out. N = 64 nearly always holds
+# a straggler and its one-by-one route costs ~40 s per sentence: two rounds.
+ROUNDS_N16, ROUNDS_LARGE_N = 6, 2
 OFFLINE_CALLS, OFFLINE_BATCH = 16, 4
 PROMPT = "Write a short essay about the history of the Roman Empire. The Roman Empire spans many centuries."
 # an offline-mode context a few sentences into the text (the prefill grows with it)
@@ -70,7 +75,7 @@ def run(quick: bool = False) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count() or 1)
     try:
-        return _run(ns=(4,) if quick else (16, 64), repeats=1 if quick else 2, quick=quick)
+        return _run(ns=(4,) if quick else (16, 64), repeats=1 if quick else ROUNDS_N16, quick=quick)
     finally:
         torch.set_num_threads(threads)
 
@@ -78,8 +83,10 @@ def run(quick: bool = False) -> dict:
 def _batched_vs_one_by_one(sampler, tokenizer, ns, repeats, gen) -> dict:
     rows = {n: [] for n in ns}
     context = PROMPT
-    for _ in range(repeats):
+    for i in range(repeats):
         for n in ns:
+            if n > 16 and i >= ROUNDS_LARGE_N:
+                continue
             sampler.clear_prefill_cache()  # the batched route prefills, like the one-by-one route
             t_b, batched = _timed(lambda ctx=context, n=n: sampler.sample(ctx, n, gen))
             t_s, single = _timed(lambda ctx=context, n=n: sampler.sample_one_by_one(ctx, n, gen))
@@ -186,7 +193,7 @@ def _run(ns: tuple[int, ...], repeats: int, quick: bool) -> dict:
         target = GOALS.get(n, GOALS[16])
         goals.append(goal(row, "speedup", None if quick else res["speedup"], target))
         summary[row] = (
-            f"{res['speedup']:.2g}× faster ({res['batched_tokens_per_second']:.0f} vs "
+            f"{res['speedup']:.3g}× faster ({res['batched_tokens_per_second']:.0f} vs "
             f"{res['one_by_one_tokens_per_second']:.0f} tokens/s)"
         )
     row = f"offline calls ({OFFLINE_CALLS} × batch {OFFLINE_BATCH}, same context): prefill reuse (SmolLM2)"
@@ -201,7 +208,7 @@ def _run(ns: tuple[int, ...], repeats: int, quick: bool) -> dict:
         "model": DEFAULT_LM_NAME,
         "config": {k: getattr(config, k) for k in ("temperature", "top_p", "top_k", "max_sentence_tokens")},
         "decode_window": DECODE_WINDOW,
-        "rounds": repeats,
+        "rounds": {n: len(res["per_sentence"]) for n, res in per_n.items()},
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "load_average_before_after": [load_before, os.getloadavg()[0]],

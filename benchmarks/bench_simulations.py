@@ -4,7 +4,9 @@ Setting: a finite universe of K = 1000 sentences (d = 32), N = 64 candidates per
 (SemStamp: LSH h = 3, M = 8 cells, g = 2, fixed green set with retries). For each scheme, trials per second of
 
   (a) the JAX engine (``run_trials`` over ``pmark_step``/``semstamp_step``, counts accumulated on device),
-  (b) a vectorised NumPy implementation of the same algorithm (written here, batches of trials),
+  (b) a vectorised NumPy implementation of the same algorithm (written here, batches of trials; the same
+      shortcuts as the engine: online PMark on order keys with index tie-breaks, one integer per uniform
+      choice among a mask),
   (c) a per-trial NumPy loop of the same algorithm,
   (d) the floor: the engine drawing the N float64 uniforms of a trial and nothing else (JAX).
 
@@ -50,20 +52,28 @@ def _np_candidates(rng, cdf, shape):
 
 
 def _np_uniform_choice(rng, mask):
-    """A uniform index among the True entries of each row (random priorities)."""
-    return np.argmax(np.where(mask, rng.random(mask.shape), -1.0), axis=-1)
+    """A uniform index among the True entries of each row: one integer and a cumulative count (as the engine)."""
+    count = np.cumsum(mask, axis=-1)
+    r = np.floor(rng.random(mask.shape[0]) * count[:, -1]).astype(np.int64)
+    return np.argmax(count > r[:, None], axis=-1)
 
 
-def np_online(rng, cdf, table, t):
+def np_order_table(table):
+    """Per-channel order keys ``N · rank(F_j)`` (uint16 when they fit), the engine's route for online PMark."""
+    ranks = np.stack([np.unique(table[:, j], return_inverse=True)[1] for j in range(table.shape[1])], axis=1)
+    return (ranks * N).astype(np.uint16 if ranks.max() * N + N <= 2**16 else np.int64)
+
+
+def np_online(rng, cdf, order, t):
+    """Online halving on the order keys ``N rank(F_j) + i`` (ties by index, as the engine): a plain argsort."""
     ids = _np_candidates(rng, cdf, (t, N))
-    prox, tie = table[ids], rng.random((t, N))
+    keys = order[ids] + np.arange(N, dtype=order.dtype)[None, :, None]
     bits = rng.integers(0, 2, (t, B))
     idx = np.broadcast_to(np.arange(N), (t, N))
     rows = np.arange(t)[:, None]
     for j in range(B):
-        order = np.lexsort((tie[rows, idx], prox[rows, idx, j]), axis=-1)
+        srt = np.take_along_axis(idx, np.argsort(keys[rows, idx, j], axis=-1), axis=-1)
         half = idx.shape[1] // 2
-        srt = np.take_along_axis(idx, order, axis=-1)
         idx = np.where(bits[:, j, None] == 1, srt[:, half:], srt[:, :half])
     pick = idx[np.arange(t), rng.integers(0, idx.shape[1], t)]
     return ids[np.arange(t), pick]
@@ -132,7 +142,7 @@ def run(quick: bool = False) -> dict:
     floor_first = time.perf_counter() - t0
 
     schemes = {
-        "online": (sim.pmark_step(u, pivots, N, "online"), np_online, (cdf, table)),
+        "online": (sim.pmark_step(u, pivots, N, "online"), np_online, (cdf, np_order_table(table))),
         "offline": (sim.pmark_step(u, pivots, N, "offline"), np_offline, (cdf, table)),
         "semstamp": (sim.semstamp_step(u, hyper, G, N), np_semstamp, (cdf, cells)),
     }

@@ -8,7 +8,8 @@ candidates independently from one fixed law. :class:`LMSentenceSampler` does so 
 1. prefill the context once (batch 1), keep its KV cache and expand it to ``n`` rows
    (``DynamicCache.batch_repeat_interleave``);
 2. sample every row token by token with ``torch.multinomial(..., generator=generator)`` from the configured law
-   (temperature, then top-k, then top-p, as transformers orders its warpers), in float64;
+   (temperature, then top-k, then top-p, as transformers orders its warpers), in float64; with top-p alone the
+   draw is over the nucleus only when it fits a 256-token shortlist (same law, :func:`sample_next_tokens`);
 3. stop a row at its first sentence boundary (:func:`pmark_impl._segment.first_sentence_end` on the decoded row),
    at an EOS token, or after ``max_sentence_tokens`` tokens; drop finished rows from the batch and the cache
    (``batch_select_indices``), so the loop ends when the last row does and never hangs.
@@ -73,6 +74,7 @@ from pmark_impl._token_law import (
     SamplingConfig,
     close_capped,
     filtered_logprobs,
+    sample_next_tokens,
 )
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -84,6 +86,7 @@ __all__ = [
     "SamplingConfig",
     "close_capped",
     "filtered_logprobs",
+    "sample_next_tokens",
 ]
 
 #: Tokens decoded per step to look for a new sentence boundary (see the module docstring).
@@ -217,6 +220,7 @@ class LMSentenceSampler:
         n = check_positive_int("n", n)
         return self._sample(context, n, generator, reuse_prefill=self.prefill_cache)
 
+    @torch.inference_mode()
     def _sample(
         self,
         context: str,
@@ -272,8 +276,7 @@ class LMSentenceSampler:
         active = list(range(n))
         while True:
             t0 = clock()
-            probs = self._logprobs(logits).exp_()
-            tokens = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            tokens = sample_next_tokens(logits, self.config, generator)
             token_list = tokens.tolist()
             t1 = clock()
             steps += 1

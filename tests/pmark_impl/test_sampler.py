@@ -31,7 +31,7 @@ from pmark_impl._sampler import (
 )
 from pmark_impl._segment import split_sentences
 from pmark_impl._tiny import enumerate_sentences, make_tiny_lm
-from pmark_impl._token_law import _top_p_drop
+from pmark_impl._token_law import NUCLEUS_SHORTLIST, _nucleus_shortlist, _top_p_drop, sample_next_tokens
 from pmark_theory._validate import PMarkValueError
 
 CONTEXT = "the cat sat."
@@ -424,6 +424,19 @@ def test_batched_sample_matches_plain_route_at_large_n(wordy_lm):
     assert sampler._prefill_entry is entry
 
 
+def test_profiled_route_outside_inference_mode(tiny_lm):
+    """The benchmark's profiled route (``_sample`` with prefill reuse, called from grad-enabled code) runs — the
+    stored prefill is copied, which needs inference tensors — and gives ``sample``'s candidates."""
+    model, tok = tiny_lm
+    sampler = LMSentenceSampler(model, tok, SamplingConfig(max_sentence_tokens=8))
+    assert torch.is_grad_enabled()
+    prof: dict[str, float] = {}
+    a = sampler._sample(CONTEXT, 4, _gen(3), reuse_prefill=True, profile=prof)
+    b = sampler._sample(CONTEXT, 4, _gen(3), reuse_prefill=True)  # copies the stored prefill
+    assert a == b == sampler.sample(CONTEXT, 4, _gen(3))
+    assert prof["steps"] >= 1 and {"prefill", "forward", "sampling", "bookkeeping"} <= set(prof)
+
+
 def test_prefill_entry_is_invalidated_by_model_config_and_context(tiny_lm, wordy_lm):
     model, tok = tiny_lm
     cfg = SamplingConfig(max_sentence_tokens=8)
@@ -562,3 +575,56 @@ def test_smollm2_savings_give_the_same_candidates(smollm2):
     g_fast, g_plain = _gen(0), _gen(0)
     for ctx in [prompt] * 3 + [prompt + " It was vast."] * 2:
         assert fast.sample(ctx, 4, g_fast) == _reference(plain, ctx, 4, g_plain)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# drawing a token from the nucleus alone (issue 16): the same law as the full filtered vocabulary
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    scale=st.sampled_from([0.5, 2.0, 6.0]),
+    top_p=st.sampled_from([0.3, 0.9, 0.95]),
+    temperature=st.sampled_from([0.7, 1.0]),
+)
+@settings(max_examples=40, deadline=None)
+def test_nucleus_shortlist_is_the_filtered_law(seed, scale, top_p, temperature):
+    """Where the shortlist route applies, its normalised weights equal ``exp(filtered_logprobs)`` entry by entry
+    (1e-12), and no token outside it has mass; where it declines, the full route is the one used."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(6, 700, generator=gen, dtype=torch.float32) * scale
+    logits[0, :3] = logits[0, 3]  # equal logits at the top
+    cfg = SamplingConfig(temperature=temperature, top_p=top_p)
+    full = filtered_logprobs(logits, cfg).exp()
+    short = _nucleus_shortlist(logits, cfg)
+    if short is None:  # it declines only for a nucleus wider than the shortlist or a tie at the cut
+        x = logits.double() / temperature
+        wide = bool(((full > 0).sum(-1) > NUCLEUS_SHORTLIST).any())
+        lowest_in = torch.where(full > 0, x, math.inf).min(-1).values
+        highest_out = torch.where(full > 0, -math.inf, x).max(-1).values
+        assert wide or bool((lowest_in == highest_out).any())
+        return
+    idx, w = short
+    law = torch.zeros_like(full).scatter(-1, idx, w / w.sum(-1, keepdim=True))
+    torch.testing.assert_close(law, full, rtol=0, atol=1e-12)
+
+
+def test_nucleus_draws_follow_the_law_and_decline_when_they_must():
+    """Chi-square of 40k draws of ``sample_next_tokens`` against the filtered law (false alarm 1e-3); the route
+    declines with top-k, with top_p = 1 and for a nucleus wider than the shortlist."""
+    logits = torch.tensor([[3.0, 2.5, 2.0, 1.0, 0.0, -1.0, -2.0, -5.0]]).repeat(40_000, 1)
+    cfg = SamplingConfig(temperature=0.8, top_p=0.9)
+    assert _nucleus_shortlist(logits, cfg) is not None
+    tokens = sample_next_tokens(logits, cfg, _gen(4)).numpy()
+    probs = filtered_logprobs(logits[:1], cfg).exp()[0].numpy()
+    kept = probs > 0
+    counts = np.bincount(tokens, minlength=8)
+    assert np.all(counts[~kept] == 0)
+    p = stats.chisquare(counts[kept], 40_000 * probs[kept]).pvalue
+    assert p > 1e-3, p
+    # control: the same draws against the unfiltered softmax are rejected
+    soft = torch.softmax(logits[0] / 0.8, -1).double().numpy()
+    assert stats.chisquare(counts, 40_000 * soft / soft.sum()).pvalue < 1e-6
+    assert _nucleus_shortlist(logits[:2], SamplingConfig(top_k=3, top_p=0.9)) is None
+    assert _nucleus_shortlist(logits[:2], SamplingConfig(top_p=1.0)) is None
+    assert _nucleus_shortlist(torch.zeros(2, 1000), SamplingConfig(top_p=0.9)) is None  # nucleus of 900 ties
