@@ -40,7 +40,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from scipy import special
 
 from pmark_impl._calibration import centred_text_proxies, per_key_statistics, resolve_test
 from pmark_impl._detect_cells import detect_cells as _detect_cells
@@ -61,6 +60,7 @@ from pmark_impl._detect_result import (
 from pmark_impl._detect_result import (
     verdict as _verdict,
 )
+from pmark_impl._detect_stats import _ADAPTIVE, _pmark_statistics
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._seed_detect import resample_statistics
 from pmark_impl._steps import embed
@@ -69,13 +69,10 @@ from pmark_impl._watermark import context_for, resolve_channels, sampler_device,
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import (
-    calibrated_soft_pvalue_interval,
     hard_count_pvalue,
     hard_count_z,
-    paper_soft_z,
 )
 from pmark_theory._hd import hd_median
-from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
 __all__ = [
@@ -136,17 +133,6 @@ def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, k
         if progress is not None:
             progress(t)
     return med
-
-
-#: Finest lattice of the calibrated soft p-value when it is computed and no ``soft_resolution`` is given (the
-#: lattice is refined from 2^8 only until the proven interval is within 10% or 1e-6, X4).
-DEFAULT_SOFT_RESOLUTION = 2**14
-#: ``soft_resolution`` value standing for "refine the lattice as needed" (internal).
-_ADAPTIVE = 0
-#: ``statistics["soft"]["note"]`` when the calibrated soft p-value was not asked for (it is then ``None``).
-SOFT_NOT_COMPUTED = (
-    "not computed: the calibrated soft p-value is computed for test='soft' or when soft_resolution is given"
-)
 
 
 def detect(
@@ -415,35 +401,3 @@ def detect_many(
             )
         )
     return out
-
-
-def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution) -> dict[str, Any]:
-    """The ``statistics`` of one PMark text (hard, calibrated soft when asked, the paper's soft z)."""
-    n_soft = float(soft.sum())
-    soft_stats: dict[str, Any] = {"n_green": n_soft}
-    if soft_resolution is None:
-        soft_stats.update(p_value=None, calibrated=True, note=SOFT_NOT_COMPUTED)
-    elif not n_bits:
-        soft_stats.update(p_value=1.0, p_value_bounds=[1.0, 1.0], resolution=None, calibrated=True)
-    else:
-        fixed = None if soft_resolution == _ADAPTIVE else soft_resolution
-        iv = calibrated_soft_pvalue_interval(
-            n_soft, a.ravel(), resolution=fixed, max_resolution=DEFAULT_SOFT_RESOLUTION
-        )
-        soft_stats.update(
-            p_value=float(iv.hi),
-            p_value_bounds=[float(iv.lo), float(iv.hi)],
-            resolution=None if a.size <= EXACT_ENUMERATION_MAX_BITS else int(iv.resolution),
-            calibrated=True,
-        )
-    stats_ = {
-        "hard": {"n_green": n_green, "p_value": p_hard, "z": z_hard},
-        "soft": soft_stats,
-        "paper_soft_z": {
-            "z": float(paper_soft_z(soft.ravel(), two_sided=False)) if n_bits else 0.0,
-            "uncalibrated": True,
-            "note": "the paper's soft z-test; its real false-positive rate exceeds alpha (C19, X4)",
-        },
-    }
-    stats_["paper_soft_z"]["nominal_p_value"] = float(special.ndtr(-stats_["paper_soft_z"]["z"]))
-    return stats_

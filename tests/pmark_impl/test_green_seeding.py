@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
-from pmark_impl import cli
+from pmark_impl import _steps, cli
 from pmark_impl._detect import detect, detect_many
 from pmark_impl._keys import WatermarkKey, save_key
 from pmark_impl._provenance import ProvenanceError, load_provenance, provenance_path, save_provenance
@@ -97,8 +99,18 @@ def test_repeated_previous_cells_are_counted_and_position_seeding_has_no_note():
     assert "note" not in plain.statistics["green_count"] and plain.settings["green_seeding"] == "position"
 
 
-def test_default_is_unchanged():
-    """Same text as before the option existed (hashes from the code before it, same key and seed)."""
+def _gumbel_select(key, mask):
+    """The uniform draw among a mask of the code the hashes come from: a Gumbel-max over the mask (issue 16 replaced
+    it in ``select_from_mask`` by one integer draw, the same law, another candidate for a given seed)."""
+    mask = jnp.asarray(mask, dtype=bool)
+    mask = jnp.where(jnp.any(mask), mask, jnp.ones_like(mask))
+    return jax.random.categorical(key, jnp.where(mask, 0.0, -jnp.inf))
+
+
+def test_default_is_unchanged(monkeypatch):
+    """Same text as before the option existed (hashes from the code before it, same key and seed), with that
+    code's draw among the green candidates."""
+    monkeypatch.setattr(_steps, "_select_from_mask", jax.jit(_gumbel_select))
     expected = {"semstamp": "6792144cfe97987c", "ksemstamp": "49de6dadbe403b6e"}
     for mode, digest in expected.items():
         kw = dict(mode=mode, n_candidates=4, max_sentences=6, seed=3, lsh_dim=3)

@@ -217,25 +217,27 @@ def _check_wrong_keys(out: dict) -> None:
 # Offline, N = 64, 12 texts: outputs match ~45 of 48 bits (a study of 60 texts with this model: all detected,
 # min N_g = 40 >= 33), so a miss has tiny probability. Asserted: >= ceil(0.95 * 12) = 12 of 12 detected. All 12
 # detected gives a one-sided 95% Clopper-Pearson lower bound 0.05^(1/12) = 0.78 on the power.
-# Online, N = 32, 8 texts: ~39 of 48 bits match (study of 60 texts: all detected, min N_g = 34). Asserted:
-# >= ceil(0.95 * 8) = 8 of 8; Clopper-Pearson lower bound 0.05^(1/8) = 0.69. The slow long run below brings the
-# bound above 0.95.
-POWER_CASES = [("offline", 64, 12, 4), ("online", 32, 8, 1)]
+# Online, N = 32, 10 texts: ~40 of 48 bits match; a text is missed now and then (studies: 1 miss in 116 texts,
+# N_g = 30, when issue 16 changed the random stream of the draw among survivors; same law). With a miss rate
+# near 1%, asserting 10 of 10 would fail for ~10% of seeds; asserted: >= 9 of 10 (fails with probability 0.4%
+# at a 99% power, passes with probability 0.15 at a 70% power). The slow long run below brings the bound above 0.95.
+POWER_CASES = [("offline", 64, 12, 4, 0), ("online", 32, 10, 1, 1)]
 
 
-def _check_tiny_run(out: dict, trials: int) -> None:
+def _check_tiny_run(out: dict, trials: int, max_misses: int | None = None) -> None:
     # eos is never sampled and no sentence reaches the cap: every text has 12 sentences and re-splits as generated.
     assert out["sentences"] == [SENTENCES] * trials and all(out["aligned"])
     assert out["p"] == out["p_list"]
     hits = sum(p <= ALPHA for p in out["p"])
-    assert hits >= math.ceil(0.95 * trials), (hits, sorted(out["n_green"]))
+    need = math.ceil(0.95 * trials) if max_misses is None else trials - max_misses
+    assert hits >= need, (hits, sorted(out["n_green"]))
     _check_wrong_keys(out)
 
 
-@pytest.mark.parametrize(("mode", "n", "trials", "wrong_keys"), POWER_CASES)
-def test_power_tiny_lm_minilm(rich_sampler, encoder, mode, n, trials, wrong_keys):
+@pytest.mark.parametrize(("mode", "n", "trials", "wrong_keys", "max_misses"), POWER_CASES)
+def test_power_tiny_lm_minilm(rich_sampler, encoder, mode, n, trials, wrong_keys, max_misses):
     out = _power_run(rich_sampler, encoder, TINY_PROMPTS, mode, n, trials, wrong_keys, seed=100 + n)
-    _check_tiny_run(out, trials)
+    _check_tiny_run(out, trials, max_misses)
 
 
 @pytest.mark.slow
