@@ -68,10 +68,7 @@ from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seed
 from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
-from pmark_theory._detection import (
-    hard_count_pvalue,
-    hard_count_z,
-)
+from pmark_theory._detection import hard_count_pvalue, hard_count_z
 from pmark_theory._hd import hd_median
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 

@@ -153,20 +153,35 @@ def _nucleus_shortlist(
     logits: torch.Tensor, config: SamplingConfig
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(token ids [n, k], unnormalised probabilities [n, k])`` of every row's nucleus, or ``None`` (module doc)."""
-    v = logits.shape[-1]
-    if config.top_p >= 1.0 or 0 < config.top_k < v:
+    if config.top_p >= 1.0 or 0 < config.top_k < logits.shape[-1]:
         return None
-    k = min(NUCLEUS_SHORTLIST, v - 1)
+    p, cut = _nucleus_cut(logits.to(torch.float64) / config.temperature, config.top_p, NUCLEUS_SHORTLIST)
+    if cut is None:
+        return None
+    _, idx, kept = cut
+    k = idx.shape[-1] - 1
+    inside = torch.arange(k, device=idx.device) < kept
+    return idx[:, :k], torch.where(inside, p.gather(-1, idx[:, :k]), 0.0)
+
+
+def _nucleus_cut(
+    x: torch.Tensor, top_p: float, shortlist: int
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
+    """``(softmax(x), cut)``; ``cut = (values, ids, kept)`` of the ``shortlist + 1`` largest logits when every row's
+    nucleus (the first ``kept`` of them) ends inside the shortlist between distinct logits, else ``None``.
+
+    The nucleus is the tokens whose mass strictly before them, in decreasing-logit order, is ``< top_p``; when the
+    cut falls between distinct logits it is the set ``{x >= values[kept - 1]}``, the same set as a full stable sort.
+    """
+    p = torch.softmax(x, dim=-1)
+    k = min(shortlist, x.shape[-1] - 1)
     if k < 1:
-        return None
-    x = logits.to(torch.float64) / config.temperature
+        return p, None
     vals, idx = torch.topk(x, k + 1, dim=-1)
-    p = torch.softmax(x, dim=-1).gather(-1, idx)  # the probabilities _top_p_drop sums, in the same order
-    kept = (_exclusive_cumsum(p) < config.top_p).sum(dim=-1, keepdim=True)  # >= 1
+    kept = (_exclusive_cumsum(p.gather(-1, idx)) < top_p).sum(dim=-1, keepdim=True)  # >= 1
     if not bool((kept <= k).all()) or not bool((vals.gather(-1, kept - 1) > vals.gather(-1, kept)).all()):
-        return None
-    inside = torch.arange(k, device=x.device) < kept
-    return idx[:, :k], torch.where(inside, p[:, :k], 0.0)
+        return p, None
+    return p, (vals, idx, kept)
 
 
 def _exclusive_cumsum(p: torch.Tensor) -> torch.Tensor:
@@ -178,19 +193,15 @@ def _top_p_drop(x: torch.Tensor, top_p: float, shortlist: int = 256) -> torch.Te
     """``[n, V]`` mask of the tokens outside the nucleus (mass strictly before a token, in decreasing-logit order
     with equal logits by id, ``>= top_p``).
 
-    Fast path: the ``shortlist`` largest logits (``topk``) decide every row whose nucleus ends inside the shortlist
-    and whose cut does not fall between equal logits; the kept set is then ``{x >= x_cut}``, the same set the full
-    stable sort gives (same probabilities, summed in the same order). Otherwise: a full stable sort.
+    Fast path (:func:`_nucleus_cut`): the ``shortlist`` largest logits decide every row whose nucleus ends inside
+    the shortlist and whose cut does not fall between equal logits; the kept set is then ``{x >= x_cut}``, the
+    same set the full stable sort gives (same probabilities, summed in the same order). Otherwise: a full stable
+    sort.
     """
-    p = torch.softmax(x, dim=-1)
-    k = min(shortlist, x.shape[-1] - 1)
-    if k >= 1:
-        vals, idx = torch.topk(x, k + 1, dim=-1)
-        kept = (_exclusive_cumsum(p.gather(-1, idx)) < top_p).sum(dim=-1, keepdim=True)  # >= 1
-        if bool((kept <= k).all()):
-            last, first_out = vals.gather(-1, kept - 1), vals.gather(-1, kept)
-            if bool((last > first_out).all()):
-                return x < last
+    p, cut = _nucleus_cut(x, top_p, shortlist)
+    if cut is not None:
+        vals, _, kept = cut
+        return x < vals.gather(-1, kept - 1)
     order = torch.sort(x, dim=-1, descending=True, stable=True).indices
     drop_sorted = _exclusive_cumsum(p.gather(-1, order)) >= top_p
     return torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)

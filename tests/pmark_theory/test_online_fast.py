@@ -250,7 +250,7 @@ def test_order_table_dtype_and_errors():
     with pytest.raises(pt.PMarkValueError, match="positive"):
         pt.online_order_table(values, 0)
     with pytest.raises(pt.PMarkValueError, match="divisible"):
-        pt.online_select_ordinal(jax.random.key(0), np.arange(6.0).reshape(3, 2) * [1, 1], np.array([0, 1]))
+        pt.online_select_ordinal(jax.random.key(0), np.arange(6.0).reshape(3, 2), np.array([0, 1]))
 
 
 def _exact_output_laws(probs, values, bits, first=None):
