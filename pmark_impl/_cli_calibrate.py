@@ -4,7 +4,9 @@ Reads the key, embeds a human corpus (the built-in one — prose that ships with
 writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an existing one without ``--force``;
 the input key is never modified), prints the held-out report as JSON and, with ``--report DIR``, writes
 ``report.json``, ``report.md`` and ``calibration.png`` there atomically. A key whose held-out false-positive
-rate is significantly above α is refused unless ``--accept-high-fpr``.
+rate is significantly above α is refused unless ``--accept-high-fpr``. All of these paths are checked before
+the key is read (:func:`pmark_impl._cli_files.check_paths`): ``--out`` or a report file that is the key or the
+corpus (even through a link) is refused, even with ``--force``, as is a report folder that cannot be created.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from typing import Any
 import numpy as np
 
 __all__ = ["add_calibrate_parser", "cmd_calibrate", "format_report"]
+
+#: The files ``--report DIR`` holds, in the order they are written.
+_REPORT_FILES = ("report.json", "report.md", "calibration.png")
+_REPORT_ROLES = ("file", "page", "figure")
 
 
 def add_calibrate_parser(
@@ -140,17 +146,21 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
     from pmark_impl import cli
     from pmark_impl._calibrate import calibrate_key, fpr_verdict
-    from pmark_impl._cli_files import CLIError, check_can_write
+    from pmark_impl._cli_files import CLIError, check_paths, output_errors
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._keys import load_key, save_key
     from pmark_impl._steps import embed
     from pmark_theory._files import write_atomic
 
-    check_can_write(args.out, args.force, "key file")
     report_dir = Path(args.report) if args.report else None
-    if report_dir is not None and report_dir.is_dir():  # created only when the report is written
-        for name in ("report.json", "report.md", "calibration.png"):
-            check_can_write(str(report_dir / name), args.force, "report file")
+    report_files = [report_dir / name for name in _REPORT_FILES] if report_dir is not None else []
+    check_paths(  # before anything is read or computed; the report folder is created only when written
+        {"KEY": args.key, "--corpus": None if args.corpus == "builtin" else args.corpus},
+        {"--out key file": args.out}
+        | {f"--report {role}": str(p) for role, p in zip(_REPORT_ROLES, report_files, strict=False)},
+        args.force,
+        creates=[report_dir] if report_dir is not None else [],
+    )
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     if args.corpus == "builtin":
         documents, corpus = builtin_documents(), "builtin"
@@ -184,20 +194,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     status, reason = fpr_verdict(report)
     report["verdict"] = [status, reason]
     if report_dir is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(
-            report_dir / "report.json", (json.dumps(report, indent=2) + "\n").encode(), force=args.force
+        with output_errors(report_dir, "report folder"):
+            report_dir.mkdir(parents=True, exist_ok=True)
+        contents = (
+            (json.dumps(report, indent=2) + "\n").encode(),
+            format_report(report).encode(),
+            _figure(report),
         )
-        write_atomic(report_dir / "report.md", format_report(report).encode(), force=args.force)
-        write_atomic(report_dir / "calibration.png", _figure(report), force=args.force)
+        for path, data in zip(report_files, contents, strict=True):
+            with output_errors(path, "report file"):
+                write_atomic(path, data, force=args.force, what="report file")
     if status == "refuse" and not args.accept_high_fpr:
         raise CLIError(f"{reason} (no key written; --accept-high-fpr writes it anyway)")
     if status != "ok":
         print(f"pmark: warning: {reason}", file=sys.stderr)
-    try:
+    with output_errors(args.out, "key file"):
         save_key(new_key, args.out, force=args.force)
-    except FileExistsError:
-        raise CLIError(f"key file {args.out} already exists (use --force to overwrite)") from None
     sys.stdout.write(json.dumps(report, indent=2) + "\n")
     print(f"pmark: wrote calibrated key {args.out} (fingerprint {new_key.fingerprint})", file=sys.stderr)
     return 0

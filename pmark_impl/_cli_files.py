@@ -2,18 +2,25 @@
 
 User files are read through :mod:`pmark_theory._files` (bounded, regular files only, strict UTF-8) and outputs
 written atomically; a user error raises :class:`CLIError`, which :func:`pmark_impl.cli.main` prints as one line
-with exit status 2.
+with exit status 2. A command first calls :func:`check_paths` with all of its inputs and outputs (no output may
+alias an input or another output; every output must be writable), before any model loads, and wraps each
+write in :func:`output_errors` so that a late failure is one line too.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+from collections.abc import Collection, Iterator, Mapping
 
 __all__ = [
     "PROMPT_LIMIT_BYTES",
     "CLIError",
     "check_can_write",
+    "check_paths",
     "check_text_arg",
+    "output_errors",
     "prompt_text",
     "read_text",
     "write_text",
@@ -69,6 +76,50 @@ def check_can_write(path: str | None, force: bool, what: str = "output file") ->
         check_output_target(path, force, what=what)
     except FileExistsError:
         raise CLIError(f"{what} {path} already exists (use --force to overwrite)") from None
+
+
+def check_paths(
+    inputs: Mapping[str, str | os.PathLike[str] | None],
+    outputs: Mapping[str, str | os.PathLike[str] | None],
+    force: bool,
+    *,
+    creates: Collection[str | os.PathLike[str]] = (),
+) -> None:
+    """Refuse, before any work, outputs that alias an input or each other, or that cannot be written.
+
+    Call it once, at the top of a command, with ALL of its inputs and outputs, before any model loads.
+
+    Args:
+      inputs: ``role -> path`` of what the command reads; the role labels messages (``"--key"``, ``"FILE"``).
+        ``None`` and ``"-"`` (stdin) are skipped.
+      outputs: ``role -> path`` of what it writes (``"--out"``, ``"--provenance"``); ``None``/``"-"`` skipped.
+      force: existing regular files may be replaced (never an input, never another output).
+      creates: folders the command creates before writing into them (``--report DIR``): an output inside one
+        that does not exist yet is checked against its nearest existing ancestor.
+
+    Raises:
+      CLIError: one line — see :func:`pmark_theory._paths.check_paths` for the rules (same file by resolved
+        path or inode, trailing separator or directory, exists without ``force``, not a regular file, folder
+        missing or not writable).
+    """
+    from pmark_theory._paths import check_paths as _check
+
+    _check(inputs, outputs, force, error=CLIError, creates=creates)
+
+
+@contextlib.contextmanager
+def output_errors(path: str | os.PathLike[str], what: str = "output file") -> Iterator[None]:
+    """Turn the errors of writing ``path`` into one-line :class:`CLIError` s (never a raw ``[Errno …] .x.tmp``).
+
+    ``FileExistsError`` (the file appeared since :func:`check_paths`) → "... already exists (use --force to
+    overwrite)"; any other ``OSError`` (disk full, permissions changed) → "cannot write {what} {path}: {reason}".
+    """
+    try:
+        yield
+    except FileExistsError:
+        raise CLIError(f"{what} {path} already exists (use --force to overwrite)") from None
+    except OSError as exc:
+        raise CLIError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
 
 
 def write_text(path: str, text: str, force: bool) -> None:

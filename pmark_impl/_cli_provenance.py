@@ -20,6 +20,8 @@ from pmark_impl._provenance import Provenance, ProvenanceError, load_provenance,
 
 __all__ = [
     "DETECT_DEFAULTS",
+    "check_detection_flags",
+    "check_generation_flags",
     "detection_settings",
     "device_kwargs",
     "generation_provenance_path",
@@ -143,6 +145,69 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
     }
     out["provenance"] = path
     return out
+
+
+#: The cell flags of ``pmark detect`` and the modes they apply to (with a record, :func:`resolve_detection`
+#: refuses a flag that is not among the record's settings).
+_CELL_FLAG_MODES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "lsh_dim": ("--lsh-dim", ("semstamp",)),
+    "n_clusters": ("--n-clusters", ("ksemstamp",)),
+    "gamma": ("--gamma", ("semstamp", "ksemstamp")),
+    "green_seeding": ("--green-seeding", ("semstamp", "ksemstamp")),
+}
+
+
+def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | None) -> str:
+    """Refuse, right after the key is read and before any model loads, choices that detection would refuse.
+
+    Args:
+      key: the detection key.
+      settings: :func:`detection_settings` (``mode``, ``detect_kwargs``, ``provenance``).
+      test: ``--test`` (``None``: the default for the key and mode).
+
+    Returns:
+      The test detection will use (:func:`pmark_impl._calibration.resolve_test`, the rule :func:`pmark_impl.detect`
+      applies).
+
+    Raises:
+      PMarkValueError: ``--test per_key`` with an uncalibrated key, a context-seeded key or outside offline mode,
+        ``--test resample`` with a positional key or outside offline mode (the rules of ``resolve_test``); a
+        SemStamp cell flag (``--lsh-dim``, ``--n-clusters``, ``--gamma``, ``--green-seeding cell``) with a mode
+        it does not apply to.
+    """
+    from pmark_impl._calibration import resolve_test
+    from pmark_theory._validate import PMarkValueError
+
+    mode = settings["mode"]
+    resolved = resolve_test(key, mode, test)
+    if settings.get("provenance") is None:  # with a record, resolve_detection checked the flags
+        for name, value in settings.get("detect_kwargs", {}).items():
+            flag, modes = _CELL_FLAG_MODES.get(name, (None, ()))
+            if flag is None or mode in modes or (name == "green_seeding" and value == "position"):
+                continue
+            raise PMarkValueError(
+                f"{flag} applies to --mode {' and '.join(modes)} only, not to mode {mode!r}"
+            )
+    return resolved
+
+
+def check_generation_flags(args: argparse.Namespace) -> None:
+    """Refuse, before any model loads, ``generate`` flags that :func:`pmark_impl.generate` would refuse for the mode.
+
+    Raises:
+      PMarkValueError: ``--margin > 0`` or ``--green-seeding cell`` with a mode other than semstamp/ksemstamp.
+    """
+    from pmark_theory._validate import PMarkValueError
+
+    mode = getattr(args, "mode", None)
+    if mode in ("semstamp", "ksemstamp"):
+        return
+    if (getattr(args, "margin", 0.0) or 0.0) > 0:
+        raise PMarkValueError(f"--margin applies to --mode semstamp and ksemstamp only, not to mode {mode!r}")
+    if getattr(args, "green_seeding", "position") not in (None, "position"):
+        raise PMarkValueError(
+            f"--green-seeding applies to --mode semstamp and ksemstamp only, not to mode {mode!r}"
+        )
 
 
 def _loader_model_name(model: str | None) -> str | None:

@@ -161,14 +161,18 @@ def run_detect_simmark(args: argparse.Namespace) -> int:
 def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate-simmark``."""
     from pmark_impl import cli
-    from pmark_impl._cli_files import CLIError, check_can_write
+    from pmark_impl._cli_files import CLIError, check_paths, output_errors
     from pmark_impl._cli_provenance import device_kwargs
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
     from pmark_impl._steps import embed
     from pmark_theory._simmark import check_simmark_interval
 
-    check_can_write(args.out, args.force, "SimMark calibration file")
+    check_paths(
+        {"--corpus": None if args.corpus == "builtin" else args.corpus},
+        {"--out SimMark calibration file": args.out},
+        args.force,
+    )
     low, high = check_simmark_interval(args.low, args.high)
     if args.corpus == "builtin":
         if args.field is not None:
@@ -190,12 +194,8 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
         return np.concatenate(parts) if parts else np.zeros((0, int(encoder.dim)))
 
     cal = calibrate_simmark(encoder, documents, low, high, delta=args.delta, corpus=corpus, embed_fn=embed_fn)
-    try:
+    with output_errors(args.out, "SimMark calibration file"):
         save_simmark_calibration(cal, args.out, force=args.force)
-    except FileExistsError:
-        raise CLIError(
-            f"SimMark calibration file {args.out} already exists (use --force to overwrite)"
-        ) from None
     sys.stdout.write(cal.to_json())
     print(
         f"pmark: wrote SimMark calibration {args.out} (gamma = {cal.gamma_hat:.4f} from {cal.n_pairs} pairs, "

@@ -21,12 +21,24 @@ flag that contradicts it is an error (:mod:`pmark_impl._cli_provenance`).
 Exit status: 0 success; 2 a user error — a bad command-line value (every number is range-checked where it is
 parsed), a missing, corrupt, insecure (group/world-readable) or wrong-dimension key, a non-UTF-8, binary or
 oversized input, ``N % 2**b != 0``, an output that exists (or is not a regular file, which ``--force`` never
-replaces); 1 an unexpected internal error; 130 interrupted (Ctrl-C). Every error is ONE line on stderr
-(``pmark: error: …`` or ``pmark <cmd>: error: …``), never a traceback — unless ``PMARK_DEBUG=1`` is set,
+replaces), an output that aliases an input or another output, or cannot be written; 1 an unexpected internal
+error; 130 interrupted (Ctrl-C). Every error is ONE line on stderr (``pmark: error: …`` or
+``pmark <cmd>: error: …``), never a traceback — unless ``PMARK_DEBUG=1`` is set,
 which re-raises unexpected exceptions.
 
 User files are read through :mod:`pmark_theory._files`: at most a fixed number of bytes, regular files only;
 outputs are written atomically (keys with mode 0600).
+
+Before any model loads and before any generation, calibration or write, every command checks ALL of its paths
+at once (:func:`pmark_impl._cli_files.check_paths`, rules in :mod:`pmark_theory._paths`): an output that is the
+same file as an input (key, text, prompt file, corpus) or as another output (``--out X --provenance X``) —
+by resolved path or by inode, so symbolic and hard links count — is refused even with ``--force``; an output
+ending with a path separator or naming a directory is refused (a trailing slash means a directory); an output
+whose folder is missing or not writable (``/proc``, a read-only mount, no permission: checked by creating and
+removing a probe file) is refused with one line. ``detect`` refuses choices detection would refuse
+(``--test per_key`` with an uncalibrated key, ``--test resample`` with a positional key, a SemStamp cell flag
+with another mode, ``--test`` with SimMark) right after the key is read, before the encoder loads. A write
+that still fails later (disk full) is one line naming the file, never a raw ``[Errno …]``.
 
 To add a subcommand: write ``_cmd_x(args) -> int`` and register it in :func:`build_parser`; to forward a
 command to another package, add it to :data:`EXTERNAL_COMMANDS`.
@@ -45,8 +57,9 @@ from typing import Any
 
 from pmark_impl import _cli_parser
 from pmark_impl._cli_files import PROMPT_LIMIT_BYTES, CLIError
-from pmark_impl._cli_files import check_can_write as _check_can_write
+from pmark_impl._cli_files import check_paths as _check_paths
 from pmark_impl._cli_files import check_text_arg as _check_text_arg
+from pmark_impl._cli_files import output_errors as _output_errors
 from pmark_impl._cli_files import prompt_text as _prompt
 from pmark_impl._cli_files import read_text as _read_text
 from pmark_impl._cli_files import write_text as _write_text
@@ -144,8 +157,10 @@ def _encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) -
 def _cmd_keygen(args: argparse.Namespace) -> int:
     from pmark_impl._keys import WatermarkKey, check_key_shape, save_key
 
-    _check_can_write(args.out, args.force, "key file")
     fit = getattr(args, "centroid_corpus", None)
+    _check_paths(
+        {"--centroid-corpus": fit if fit != "builtin" else None}, {"--out key file": args.out}, args.force
+    )
     if fit is None and (getattr(args, "n_clusters", None) or getattr(args, "centroid_field", None)):
         raise CLIError("--n-clusters and --centroid-field need --centroid-corpus builtin|FILE")
     encoder = None
@@ -169,12 +184,8 @@ def _cmd_keygen(args: argparse.Namespace) -> int:
             raise CLIError(f"--dim {dim} differs from the dimension {encoder.dim} of encoder {name!r}")
         k = args.n_clusters or DEFAULT_N_CLUSTERS
         key = fit_key_centroids(key, encoder, documents, k, args.centroid_seed, corpus=corpus)
-    try:
+    with _output_errors(args.out, "key file"):
         save_key(key, args.out, force=args.force)
-    except FileExistsError:
-        raise CLIError(f"key file {args.out} already exists (use --force to overwrite)") from None
-    except OSError as exc:
-        raise CLIError(f"cannot write key file {args.out}: {exc.strerror or exc}") from None
     print(
         f"pmark: wrote key {args.out} (encoder {name!r}, d = {dim}, b = {key.channels}, "
         + (f"{key.fitted_centroids.k} centroids fitted on {fit!r}, " if key.fitted_centroids else "")
@@ -212,7 +223,7 @@ def _progress_bar(total: int, desc: str) -> Any:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from pmark_impl._cli_provenance import device_kwargs, generation_provenance_path
+    from pmark_impl._cli_provenance import check_generation_flags, device_kwargs, generation_provenance_path
     from pmark_impl._cli_simmark import simmark_generate_kwargs
     from pmark_impl._keys import load_key
     from pmark_impl._models import DEFAULT_LM_NAME
@@ -220,6 +231,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from pmark_impl._watermark import generate, resolve_channels
     from pmark_theory._validate import check_n_candidates, check_positive_int
 
+    prov_path = generation_provenance_path(args)
+    _check_paths(
+        {"--key": args.key, "--prompt-file": args.prompt_file},
+        {
+            "--out": args.out,
+            ("--provenance file" if args.provenance is not None else "provenance file"): prov_path,
+        },
+        args.force,
+    )
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     b = resolve_channels(key, args.channels)
     args.n = _cli_parser.default_n_candidates(args.mode, args.n)
@@ -228,9 +248,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         check_n_candidates(args.n, b)
     check_positive_int("--max-sentences", args.max_sentences)
     prompt = _prompt(args, args.prompt, "PROMPT")
-    prov_path = generation_provenance_path(args)
-    _check_can_write(args.out, args.force)
-    _check_can_write(prov_path, args.force, "provenance file")
+    check_generation_flags(args)
+    simmark_kwargs = simmark_generate_kwargs(args)
     device = device_kwargs(args)
     encoder = _encoder_for_key(key, args.encoder, args.key, **device)
     sampler = _load_sampler(args.model, args.temperature, args.top_p, **device)
@@ -255,7 +274,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             gamma=args.gamma,
             max_trials=args.max_trials,
             offline_batch=args.offline_batch,
-            **simmark_generate_kwargs(args),
+            **simmark_kwargs,
         )
     finally:
         bar.close()
@@ -265,10 +284,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     else:
         _write_text(args.out, text, args.force)
     if prov_path is not None:
-        try:
+        with _output_errors(prov_path, "provenance file"):
             save_provenance(result.provenance(), prov_path, force=args.force)
-        except FileExistsError:
-            raise CLIError(f"provenance file {prov_path} already exists (use --force to overwrite)") from None
     note = "" if result.aligned in (True, None) else "; warning: the text re-splits into other sentences"
     print(
         f"pmark: {len(result.sentences)} sentences, {result.n_candidates_sampled} candidates sampled, "
@@ -279,18 +296,23 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_detect(args: argparse.Namespace) -> int:
-    from pmark_impl._cli_provenance import detection_settings, device_kwargs
+    from pmark_impl._cli_provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl._cli_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl._detect import detect
     from pmark_impl._keys import load_key
     from pmark_impl._watermark import resolve_channels
 
     if wants_simmark_detection(args):
+        if args.test is not None:
+            raise CLIError(
+                f"--test {args.test} applies to the PMark and SemStamp modes, not to SimMark detection"
+            )
         return run_detect_simmark(args)
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
     given = args.prompt is not None or args.prompt_file is not None
     s = detection_settings(args, key, _prompt(args, args.prompt, "--prompt") if given else None)
+    check_detection_flags(key, s, args.test)  # incompatible choices: refused before the encoder loads
     text = _read_text(args.file)
     device = device_kwargs(args)
     encoder = _encoder_for_key(key, s["encoder"], args.key, **device)
