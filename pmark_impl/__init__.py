@@ -34,6 +34,8 @@ _LAZY = {
     "load_provenance": "pmark_impl._provenance",
     "save_provenance": "pmark_impl._provenance",
     "get_attack": "pmark_impl.attacks",
+    "attack_plugins": "pmark_impl.attacks",
+    "plugin": "pmark_impl._plugins",
     "list_attacks": "pmark_impl.attacks",
     "attack_similarity": "pmark_impl.attacks",
     "evidence_flips": "pmark_impl.attacks",

@@ -1,8 +1,10 @@
 """``pmark attacks`` (list the registered text attacks) and ``pmark attack`` (apply one to a text file).
 
 The attacks are those of :mod:`pmark_impl.attacks` (``attack(text, rng) -> text``, deterministic given the
-seed); see ``docs/attacks.md``. Parameters are given as ``--param name=value`` (the value read as JSON when it
-parses, else as a string), human sentences for ``sentence-insert`` / ``copy-paste`` with ``--human-file``.
+seed) and the registered attack plug-ins (``@plugin("attack")`` named ``module:function``, or entry points of the
+group ``pmark.attacks``; anything else is refused before it runs); see ``docs/attacks.md``. Parameters are given
+as ``--param name=value`` (the value read as strict JSON when it is JSON, else as a string; each name once),
+human sentences for ``sentence-insert`` / ``copy-paste`` with ``--human-file``.
 """
 
 from __future__ import annotations
@@ -13,58 +15,77 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._cli_files import check_can_write, read_text, write_text
+from pmark_impl._cli_files import check_paths, read_text, write_text
+from pmark_impl.attacks._params import collect_params, parse_param_value, show
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["cmd_attack", "cmd_attacks", "parse_params"]
+__all__ = ["HUMAN_PARAM", "cmd_attack", "cmd_attacks", "parse_params"]
+
+#: The parameter ``--human-file`` sets, per built-in attack (a plug-in gets ``human``).
+HUMAN_PARAM = {"sentence-insert": "sentences", "copy-paste": "human"}
 
 
 def parse_params(items: list[str] | None) -> dict[str, Any]:
-    """``["rate=0.15", "human=..."]`` → ``{"rate": 0.15, ...}`` (JSON values where they parse)."""
-    params: dict[str, Any] = {}
+    """``["rate=0.15", "human=..."]`` → ``{"rate": 0.15, ...}`` (strict JSON values where they are JSON).
+
+    Raises:
+      PMarkValueError: an item not written ``NAME=VALUE``, a name given twice, a JSON value with a repeated
+        member or ``NaN`` / ``Infinity``.
+    """
+    pairs = []
     for item in items or []:
         name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise PMarkValueError(f"--param must be NAME=VALUE, got {item!r}")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        params[name.strip()] = value
-    return params
+        name = name.strip()
+        if not sep or not name:
+            raise PMarkValueError(f"--param must be NAME=VALUE, got {show(item)}")
+        pairs.append((name, parse_param_value(raw, f"--param {name}")))
+    return collect_params(pairs, "--param")
 
 
 def cmd_attacks(args: argparse.Namespace) -> int:
     """Print every registered attack with its description and parameters (JSON with ``--json``)."""
-    from pmark_impl.attacks import list_attacks
+    from pmark_impl.attacks import attack_plugins, list_attacks
 
     specs = list_attacks()
+    plugins = attack_plugins()
     if args.json:
-        doc = {
+        doc: dict[str, Any] = {
             name: {"description": s.description, "params": {k: repr(v) for k, v in s.params.items()}}
             for name, s in specs.items()
         }
+        for name, targets in plugins.items():
+            doc[name] = {"description": "plug-in (entry point, loaded when named)", "plugin": list(targets)}
         print(json.dumps(doc, indent=2))
         return 0
     for name, spec in specs.items():
         params = ", ".join(f"{k}={v!r}" for k, v in spec.params.items()) or "no parameters"
         print(f"{name:22s} {spec.description}  [{params}]")
+    for name, targets in plugins.items():
+        print(f"{name:22s} plug-in (entry point pmark.attacks -> {' | '.join(targets)}; loaded when named)")
     return 0
 
 
 def cmd_attack(args: argparse.Namespace) -> int:
     """Apply attack ``NAME`` with its parameters to the text of ``FILE`` and print or write the result."""
     from pmark_impl._segment import split_sentences
-    from pmark_impl.attacks import get_attack
+    from pmark_impl.attacks import get_attack, list_attacks
 
+    check_paths({"FILE": args.file, "--human-file": args.human_file}, {"--out": args.out}, args.force)
     params = parse_params(args.param)
     if args.human_file is not None:
+        # sentence-insert draws from ``sentences``, copy-paste embeds the text in ``human``; a plug-in gets
+        # ``human``.
+        key = HUMAN_PARAM.get(args.name, None if args.name in list_attacks() else "human")
+        if key is None:
+            raise PMarkValueError(
+                f"--human-file is for {' and '.join(HUMAN_PARAM)} only, not {show(args.name)}"
+            )
+        if key in params:
+            raise PMarkValueError(f"--human-file and --param {key} both give {key}: give one of them")
         human = split_sentences(read_text(args.human_file, what="--human-file"))
         if not human:
             raise PMarkValueError(f"--human-file {args.human_file} holds no sentence")
-        # sentence-insert draws from ``sentences``, copy-paste embeds the text in ``human``.
-        params["sentences" if args.name == "sentence-insert" else "human"] = human
-    check_can_write(args.out, args.force)
+        params[key] = human
     attack = get_attack(args.name, **params)
     text = read_text(args.file)
     attacked = attack(text, np.random.default_rng(args.seed))

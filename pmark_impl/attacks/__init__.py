@@ -2,13 +2,15 @@
 
 Word level (``word-delete``, ``word-substitute`` with WordNet 3.0), cross-sentence (``sentence-delete``,
 ``sentence-insert``, ``sentence-swap``, ``sentence-merge``, ``sentence-split``, ``copy-paste``) and paraphrase by an
-instruct LM (``paraphrase-sentence``, ``paraphrase-document``); user attacks as ``"module:function"``. The
+instruct LM (``paraphrase-sentence``, ``paraphrase-document``); user attacks are plug-ins, registered with
+``@plugin("attack")`` (named ``"module:function"``) or an entry point in the group ``pmark.attacks``. The
 diagnostics give C11's η (:func:`attack_similarity`) and C14's empirical ε_rm (:func:`evidence_flips`). See
 docs/attacks.md.
 """
 
 from __future__ import annotations
 
+from pmark_impl._plugins import plugin
 from pmark_impl.attacks._diagnostics import AttackSimilarity, EvidenceFlips, attack_similarity, evidence_flips
 from pmark_impl.attacks._lexicon import Lexicon, TableLexicon, WordNetLexicon, default_lexicon, wordnet_folder
 from pmark_impl.attacks._paraphrase import (
@@ -24,6 +26,7 @@ from pmark_impl.attacks._registry import (
     Attack,
     AttackFn,
     AttackSpec,
+    attack_plugins,
     check_rate,
     get_attack,
     list_attacks,
@@ -52,6 +55,7 @@ __all__ = [
     "Paraphraser",
     "TableLexicon",
     "WordNetLexicon",
+    "attack_plugins",
     "attack_similarity",
     "bigram_overlap",
     "check_rate",
@@ -62,6 +66,7 @@ __all__ = [
     "list_attacks",
     "paraphrase_document",
     "paraphrase_sentence",
+    "plugin",
     "register_attack",
     "select_by_bigram_overlap",
     "sentence_delete",

@@ -20,6 +20,7 @@ count) and it has at most 1.5 times the source's tokens; if none is accepted, th
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -29,8 +30,16 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._segment import normalize_whitespace, split_sentences
+from pmark_impl.attacks._params import (
+    check_bool,
+    check_int_in,
+    check_optional_str,
+    check_real_in,
+    check_template,
+    show,
+)
 from pmark_impl.attacks._registry import AttackFn, register_attack
-from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "DOCUMENT_TEMPLATE",
@@ -52,6 +61,10 @@ DOCUMENT_TEMPLATE = (
     "Paraphrase the following text. Keep its meaning and every fact but use different words. "
     "Reply with the paraphrased text only.\n\nText: {text}"
 )
+#: Bounds on the batch: ``n_candidates`` rows of at most ``max_new_tokens`` tokens share one KV cache (SmolLM2-135M
+#: in float32: ~46 kB per token and row, so the largest batch holds ~12 GB).
+MAX_NEW_TOKENS = 4096
+MAX_CANDIDATES = 64
 _QUOTES = re.compile(r'^(["\'“])(.*)(["\'”])$')
 _LABELS = re.compile(r"^(?:[A-Za-z]{1,12}:\s+)+")  # "A: Sentence: ..." -> "..."
 _PREAMBLE_QUOTE = re.compile(r'^[^"“]*:\s*["“](.+?)["”]')
@@ -108,17 +121,34 @@ class Paraphraser:
     def __post_init__(self) -> None:
         from pmark_impl._sampler import SamplingConfig
 
-        if not isinstance(self.template, str) or "{text}" not in self.template:
-            raise PMarkValueError("template must be a str with a {text} field")
+        _check_model(self.model)
+        _check_tokenizer(self.tokenizer)
         if self.level not in ("sentence", "document"):
-            raise PMarkValueError(f"level must be 'sentence' or 'document', got {self.level!r}")
-        self.max_new_tokens = check_positive_int("max_new_tokens", self.max_new_tokens)
-        self.n_candidates = check_positive_int("n_candidates", self.n_candidates)
+            raise PMarkValueError(f"level must be 'sentence' or 'document', got {show(self.level)}")
+        settings = _check_settings(
+            self.template,
+            self.temperature,
+            self.top_p,
+            self.max_new_tokens,
+            self.n_candidates,
+            self.bigram_filter,
+        )
+        self.template, self.temperature, self.top_p, self.max_new_tokens, self.n_candidates = settings[:5]
+        self.bigram_filter = settings[5]
+        if self.chat is not None:
+            self.chat = check_bool("chat", self.chat)
         self._config = SamplingConfig(temperature=self.temperature, top_p=self.top_p, top_k=0)
         if self.chat is None:
             self.chat = bool(getattr(self.tokenizer, "chat_template", None))
         eos = self.tokenizer.eos_token_id
-        self._stop = {eos} if isinstance(eos, int) else set(eos or ())
+        if isinstance(eos, (list, tuple, set)) and all(isinstance(e, int) for e in eos):
+            self._stop = set(eos)
+        elif isinstance(eos, int) or eos is None:
+            self._stop = set() if eos is None else {eos}
+        else:
+            raise PMarkValueError(
+                f"tokenizer.eos_token_id must be an int, a list of ints or None, got {show(eos)}"
+            )
 
     def _prompt_ids(self, text: str) -> list[int]:
         content = self.template.format(text=text)
@@ -200,15 +230,61 @@ class Paraphraser:
         ]
 
 
+def _check_model(model: Any) -> None:
+    """A loaded LM, by duck type (a JSON value from the command line is never one)."""
+    if not callable(model) or not callable(getattr(model, "parameters", None)):
+        raise PMarkValueError(
+            f"model must be a loaded causal LM (a torch module), got {show(model)}; "
+            "name one with model_name= to load it"
+        )
+
+
+def _check_tokenizer(tokenizer: Any) -> None:
+    """A loaded tokenizer, by duck type."""
+    if (
+        not callable(tokenizer)
+        or not callable(getattr(tokenizer, "decode", None))
+        or not hasattr(tokenizer, "eos_token_id")
+    ):
+        raise PMarkValueError(
+            "tokenizer must be the model's loaded tokenizer (with decode and eos_token_id), "
+            f"got {show(tokenizer)}; "
+            "name the model with model_name= to load both"
+        )
+
+
+def _check_settings(
+    template: Any, temperature: Any, top_p: Any, max_new_tokens: Any, n_candidates: Any, bigram_filter: Any
+) -> tuple[str, float, float, int, int, bool]:
+    """Every sampling setting checked (type and range), before any model is loaded."""
+    return (
+        check_template("template", template),
+        check_real_in("temperature", temperature, 0.0, math.inf, open_lo=True, open_hi=True),
+        check_real_in("top_p", top_p, 0.0, 1.0, open_lo=True),
+        check_int_in("max_new_tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
+        check_int_in("n_candidates", n_candidates, 1, MAX_CANDIDATES),
+        check_bool("bigram_filter", bigram_filter),
+    )
+
+
 def _make(level: str, model, tokenizer, model_name, **kw) -> Paraphraser:
+    """Check every parameter, then load the model (if not given) and build the :class:`Paraphraser`."""
+    if kw.get("template") is None:
+        kw["template"] = SENTENCE_TEMPLATE if level == "sentence" else DOCUMENT_TEMPLATE
+    _check_settings(**kw)
+    model_name = check_optional_str("model_name", model_name)
+    if model is not None:
+        _check_model(model)
+    if tokenizer is not None:
+        _check_tokenizer(tokenizer)
     if (model is None) != (tokenizer is None):
         raise PMarkValueError("pass model and tokenizer together (or neither, to load model_name)")
+    if model is not None and model_name is not None:
+        raise PMarkValueError("pass model and tokenizer, or model_name, not both")
     if model is None:
         from pmark_impl._models import load_lm
 
         model, tokenizer = load_lm(model_name)
-    if kw.get("template") is None:
-        kw["template"] = SENTENCE_TEMPLATE if level == "sentence" else DOCUMENT_TEMPLATE
     return Paraphraser(model, tokenizer, level=level, **kw)
 
 

@@ -4,7 +4,12 @@ An *attack* is a pure function ``attack(text: str, rng: np.random.Generator) -> 
 from ``rng`` (same generator state, same output), and it never mutates its input. Attacks are registered by name
 with their parameters; :func:`get_attack` binds parameters and returns an :class:`Attack`, a callable that checks
 its input and output and turns every failure into a :class:`~pmark_theory._validate.PMarkValueError` whose
-message names the attack. A user attack is named ``"module:function"``: ``function(text, rng, **params)``.
+message names the attack. Every parameter is checked when it is bound, before any work.
+
+A user attack is a *plug-in* (:mod:`pmark_impl._plugins`): ``function(text, rng, **params) -> str`` registered
+with ``@plugin("attack")`` and named ``"module:function"``, or declared as an entry point in the group
+``pmark.attacks`` and named by its entry-point name. Anything else named ``"module:function"`` is refused
+before it is called (issue 24: ``shutil:rmtree`` deleted a folder).
 
 Example::
 
@@ -14,7 +19,7 @@ Example::
 
 from __future__ import annotations
 
-import importlib
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,12 +28,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pmark_impl._plugins import load_plugin, plugin_entry_points
+from pmark_impl.attacks._params import show
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "Attack",
     "AttackFn",
     "AttackSpec",
+    "attack_plugins",
     "check_rate",
     "get_attack",
     "list_attacks",
@@ -93,17 +101,30 @@ def list_attacks() -> dict[str, AttackSpec]:
     return {k: _REGISTRY[k] for k in sorted(_REGISTRY)}
 
 
+def attack_plugins() -> dict[str, tuple[str, ...]]:
+    """Attack plug-ins declared as entry points (group ``pmark.attacks``): ``name -> targets``; none is imported.
+
+    A name with ``":"`` cannot be named (it reads as ``module:function``) and a registered name shadows an entry
+    point; both are left out.
+    """
+    _ensure_builtins()
+    return {k: v for k, v in plugin_entry_points("attack").items() if ":" not in k and k not in _REGISTRY}
+
+
 def check_rate(rate: Any, name: str = "rate") -> float:
     """``rate`` as a float in ``[0, 1]``.
 
     Raises:
       PMarkValueError: ``rate`` is a bool, not a real number, NaN, or outside ``[0, 1]``.
     """
-    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)):
-        raise PMarkValueError(f"{name} must be a real number in [0, 1], got {rate!r}")
-    v = float(rate)
+    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)):
+        raise PMarkValueError(f"{name} must be a real number in [0, 1], got {show(rate)}")
+    try:
+        v = float(rate)
+    except OverflowError:  # an int beyond float's range
+        raise PMarkValueError(f"{name} must lie in [0, 1], got {show(rate)}") from None
     if math.isnan(v) or not 0.0 <= v <= 1.0:
-        raise PMarkValueError(f"{name} must lie in [0, 1], got {rate!r}")
+        raise PMarkValueError(f"{name} must lie in [0, 1], got {show(rate)}")
     return v
 
 
@@ -154,48 +175,62 @@ class Attack:
         return out
 
 
-def _user_attack(spec: str, params: dict[str, Any]) -> Attack:
-    module_name, _, fn_name = spec.partition(":")
-    if not module_name or not fn_name:
-        raise PMarkValueError(f"user attack {spec!r} must be written 'module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise PMarkValueError(f"user attack {spec!r}: cannot import {module_name!r} ({exc})") from None
-    fn = getattr(module, fn_name, None)
+def _plugin_attack(name: str, params: dict[str, Any]) -> Attack:
+    """Bind ``params`` to the attack plug-in ``name`` (refused unless registered; not called here)."""
+    fn = load_plugin(name, "attack")  # PluginError (a PMarkValueError) for anything not registered
     if not callable(fn):
-        raise PMarkValueError(f"user attack {spec!r}: {module_name} has no function {fn_name!r}")
+        raise PMarkValueError(f"attack plug-in {name!r} is a {type(fn).__name__}, not a function")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to check (a builtin): the call reports its own error
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind("text", None, **params)
+        except TypeError as exc:
+            raise PMarkValueError(
+                f"attack plug-in {name!r} must be function(text, rng, **params) and take the parameters given: "
+                f"{exc}"
+            ) from None
     bound = dict(params)
 
     def call(text: str, rng: np.random.Generator) -> str:
         return fn(text, rng, **bound)
 
-    return Attack(spec, MappingProxyType(bound), call)
+    return Attack(name, MappingProxyType(bound), call)
 
 
 def get_attack(name: str, **params: Any) -> Attack:
     """The attack ``name`` with ``params`` bound.
 
     Args:
-      name: a registered name (see :func:`list_attacks`) or ``"module:function"`` for a user attack, called as
-        ``function(text, rng, **params)``.
+      name: a registered name (see :func:`list_attacks`), the name of an entry-point plug-in
+        (:func:`attack_plugins`), or ``"module:function"`` for a plug-in marked ``@plugin("attack")``; a plug-in
+        is called as ``function(text, rng, **params)``.
       **params: the attack's parameters (e.g. ``rate=0.15``).
 
     Returns:
       An :class:`Attack`.
 
     Raises:
-      PMarkValueError: unknown name, a module or function that cannot be found, or bad parameters (out of
-        range, NaN, unknown); the message names the attack.
+      PMarkValueError: unknown name; a ``module:function`` that is not a registered plug-in (refused before
+        it is called), cannot be imported or found; bad parameters (unknown, of the wrong type, out of range,
+        NaN); the message names the attack and the parameter.
     """
     if not isinstance(name, str) or not name:
-        raise PMarkValueError(f"attack name must be a non-empty str, got {name!r}")
+        raise PMarkValueError(f"attack name must be a non-empty str, got {show(name)}")
     if ":" in name:
-        return _user_attack(name, params)
+        return _plugin_attack(name, params)
     _ensure_builtins()
     spec = _REGISTRY.get(name)
     if spec is None:
-        raise PMarkValueError(f"unknown attack {name!r}; known attacks: {', '.join(sorted(_REGISTRY))}")
+        if name in attack_plugins():
+            return _plugin_attack(name, params)
+        plugins = ", ".join(attack_plugins())
+        raise PMarkValueError(
+            f"unknown attack {show(name)}; known attacks: {', '.join(sorted(_REGISTRY))}"
+            + (f"; plug-ins: {plugins}" if plugins else "")
+        )
     unknown = sorted(set(params) - set(spec.params))
     if unknown:
         raise PMarkValueError(
@@ -205,6 +240,10 @@ def get_attack(name: str, **params: Any) -> Attack:
         fn = spec.factory(**params)
     except PMarkValueError as exc:
         raise PMarkValueError(f"attack {name!r}: {exc}") from None
+    except (TypeError, AttributeError, OverflowError) as exc:  # a registered factory without its own check
+        raise PMarkValueError(
+            f"attack {name!r}: a parameter has the wrong type ({type(exc).__name__}: {exc})"
+        ) from None
     return Attack(name, MappingProxyType(dict(params)), fn)
 
 

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from pmark_impl._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.attacks._params import check_int_in, show
 from pmark_impl.attacks._registry import AttackFn, register_attack
-from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "copy_paste",
@@ -40,6 +41,8 @@ __all__ = [
 ]
 
 _MIN_SPLIT_WORDS = 4
+#: Largest ``position`` / ``span`` accepted (far beyond any text's sentence count).
+MAX_INDEX = 10**9
 
 
 def _sentences(text: str, minimum: int, what: str) -> list[str]:
@@ -53,13 +56,15 @@ def _check_human(sentences: Sequence[str] | str, name: str) -> tuple[str, ...]:
     """Human sentences: a text (split) or a list, each one sentence ending with a terminal mark."""
     if isinstance(sentences, str):
         sentences = split_sentences(sentences)
-    if not isinstance(sentences, Sequence) or not sentences:
-        raise PMarkValueError(f"{name} must be a non-empty list of sentences or a text")
+    if not isinstance(sentences, Sequence) or isinstance(sentences, (bytes, bytearray)) or not sentences:
+        raise PMarkValueError(
+            f"{name} must be a text or a non-empty list of sentences, got {show(sentences)}"
+        )
     out = []
     for i, s in enumerate(sentences):
         if not isinstance(s, str) or split_sentences(s) != [s] or s[-1] not in TERMINAL_MARKS:
             raise PMarkValueError(
-                f"{name}[{i}] must be one normalised sentence ending with . ! or ? (got {s!r})"
+                f"{name}[{i}] must be one normalised sentence ending with . ! or ? (got {show(s)})"
             )
         out.append(s)
     return tuple(out)
@@ -72,7 +77,7 @@ def _ends_closed(sentence: str) -> bool:
 @register_attack("sentence-delete", description="delete one sentence (T -> T-1)", params={"position": None})
 def sentence_delete(position: int | None = None) -> AttackFn:
     """Delete sentence ``position`` (default: uniform over ``0..T-1``, drawn from ``rng``); needs ``T >= 2``."""
-    pos = None if position is None else check_positive_int("position", position, minimum=0)
+    pos = None if position is None else check_int_in("position", position, 0, MAX_INDEX)
 
     def attack(text: str, rng: np.random.Generator) -> str:
         sents = _sentences(text, 2, "sentence-delete")
@@ -103,7 +108,7 @@ def sentence_insert(sentences: Sequence[str] | str | None = None, position: int 
     if sentences is None:
         raise PMarkValueError("sentence-insert needs sentences= (a list of human sentences)")
     pool = _check_human(sentences, "sentences")
-    pos = None if position is None else check_positive_int("position", position, minimum=0)
+    pos = None if position is None else check_int_in("position", position, 0, MAX_INDEX)
 
     def attack(text: str, rng: np.random.Generator) -> str:
         sents = _sentences(text, 1, "sentence-insert")
@@ -203,7 +208,7 @@ def copy_paste(human: Sequence[str] | str | None = None, span: int | None = None
     if human is None:
         raise PMarkValueError("copy-paste needs human= (a human text or its sentences)")
     pool = _check_human(human, "human")
-    n_span = None if span is None else check_positive_int("span", span)
+    n_span = None if span is None else check_int_in("span", span, 1, MAX_INDEX)
 
     def attack(text: str, rng: np.random.Generator) -> str:
         sents = _sentences(text, 1 if n_span is None else n_span, "copy-paste")

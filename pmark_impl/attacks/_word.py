@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.attacks._lexicon import Lexicon, default_lexicon
+from pmark_impl.attacks._params import show
 from pmark_impl.attacks._registry import AttackFn, check_rate, register_attack
 from pmark_theory._validate import PMarkValueError
 
@@ -115,9 +116,12 @@ def word_substitute(rate: float = 0.15, lexicon: Lexicon | None = None) -> Attac
         default WordNet data are not installed.
     """
     rate = check_rate(rate)
+    if lexicon is not None and not callable(getattr(lexicon, "synonyms", None)):
+        raise PMarkValueError(
+            f"lexicon must be an object with a synonyms(word) method (Python API only; the default is WordNet), "
+            f"got {show(lexicon)}"
+        )
     lex: Any = default_lexicon() if lexicon is None else lexicon
-    if not callable(getattr(lex, "synonyms", None)):
-        raise PMarkValueError(f"lexicon must have a synonyms(word) method, got {type(lex).__name__}")
 
     def attack(text: str, rng: np.random.Generator) -> str:
         words = text.split()

@@ -80,44 +80,76 @@ class AttackSpec:
 NO_ATTACK = AttackSpec("none")
 
 
-def _value(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
+_ATTACK_SYNTAX = "NAME or NAME:param=value[,value...][;param=value] (NAME may be a plug-in's module:function)"
+
+
+def _split_attack(text: str) -> tuple[str, str]:
+    """``"NAME:params"`` → ``(NAME, params)``; ``NAME`` is a registered name or a plug-in ``module:function``.
+
+    ``module:function`` is read as a name when the part after the first ``:`` (up to a second ``:``) holds no
+    ``=`` and the part before is not a registered attack: ``mypkg.attacks:drop:strength=2``.
+    """
+    from pmark_impl.attacks import attack_plugins, list_attacks
+
+    head, sep, rest = text.partition(":")
+    head = head.strip()
+    if not sep or head == "none" or head in list_attacks() or head in attack_plugins():
+        return head, rest
+    attr, _, params = rest.partition(":")
+    if "=" not in attr and attr.strip():
+        return f"{head}:{attr.strip()}", params
+    return head, rest
 
 
 def parse_attacks(text: str) -> list[AttackSpec]:
     """``"NAME"`` or ``"NAME:param=v1,v2;other=w"`` → one :class:`AttackSpec` per value combination.
 
     A parameter with several comma-separated values expands into one attack per value (``word-delete:rate=
-    0.1,0.3`` is two attacks); values are read as JSON where they parse, else as strings. A registered attack's
-    numeric ``rate`` that is not given takes its registered default, so that every rate is on record. Each
-    attack is built once here (:func:`pmark_impl.attacks.get_attack`) so unknown names and bad parameters fail
-    before generation.
+    0.1,0.3`` is two attacks); values are read as strict JSON where they are JSON
+    (:func:`pmark_theory._json.loads_strict`), else as strings. ``NAME`` is a registered attack, an entry-point
+    plug-in, or a plug-in ``module:function`` marked ``@plugin("attack")`` (then written
+    ``module:function:param=value``); anything else is refused before it runs. A registered attack's numeric
+    ``rate`` that is not given takes its registered default, so that every rate is on record. Each attack is
+    built once here (:func:`pmark_impl.attacks.get_attack`) so unknown names and bad parameters fail before
+    generation.
 
     Raises:
-      PMarkValueError: empty text, a parameter not written ``name=value``, an unknown attack or parameter, a
-        value out of range.
+      PMarkValueError: empty text, a parameter not written ``name=value``, a parameter given twice, a value
+        listed twice for one parameter, an empty value, an unknown or unregistered attack, an unknown parameter,
+        a value of the wrong type or out of range.
     """
     from pmark_impl.attacks import get_attack, list_attacks
+    from pmark_impl.attacks._params import parse_param_value, show, value_key
 
     if not isinstance(text, str) or not text.strip():
-        raise PMarkValueError("--attack must be NAME or NAME:param=value[,value...][;param=value]")
-    name, _, rest = text.strip().partition(":")
-    name = name.strip()
+        raise PMarkValueError(f"--attack must be {_ATTACK_SYNTAX}")
+    name, rest = _split_attack(text.strip())
     if name == "none":
         if rest.strip():
             raise PMarkValueError("--attack none takes no parameters")
         return [NO_ATTACK]
+    where = f"--attack {show(text)}"
     grid: list[tuple[str, list[Any]]] = []
     for item in filter(None, (s.strip() for s in rest.split(";"))):
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip() or not raw.strip():
+        key = key.strip()
+        if not sep or not key or not raw.strip():
+            raise PMarkValueError(f"{where}: parameter {show(item)} must be written name=value[,value...]")
+        if any(key == k for k, _ in grid):
             raise PMarkValueError(
-                f"--attack {text!r}: parameter {item!r} must be written name=value[,value...]"
+                f"{where} gives the parameter {key!r} twice (list its values once: {key}=a,b)"
             )
-        grid.append((key.strip(), [_value(v.strip()) for v in raw.split(",")]))
+        values: list[Any] = []
+        seen: set[str] = set()
+        for v in raw.split(","):
+            if not v.strip():
+                raise PMarkValueError(f"{where}: {key} has an empty value")
+            value = parse_param_value(v.strip(), f"{where} {key}")
+            if value_key(value) in seen:
+                raise PMarkValueError(f"{where} lists the value {v.strip()} of {key} twice")
+            seen.add(value_key(value))
+            values.append(value)
+        grid.append((key, values))
     spec = list_attacks().get(name)
     given = {k for k, _ in grid}
     if spec is not None and "rate" in spec.params and "rate" not in given:
@@ -231,10 +263,12 @@ def build_runs(
     b = check_positive_int("channels", channels)
     if n_candidates is not None:
         check_positive_int("n_candidates", n_candidates)
+    from pmark_impl.attacks._params import value_key
+
     chain = [NO_ATTACK, *(a for a in attacks if a != NO_ATTACK)]
-    labels = [a.label for a in chain]
-    if len(set(labels)) != len(labels):
-        raise PMarkValueError(f"an attack is listed twice: {', '.join(labels)}")
+    keys = [(a.name, tuple((k, value_key(v)) for k, v in a.params)) for a in chain]  # rate=1 is rate=1.0
+    if len(set(keys)) != len(keys):
+        raise PMarkValueError(f"an attack is listed twice: {', '.join(a.label for a in chain)}")
     runs: list[RunSpec] = []
     for s in sorted(schemes, key=lambda s: s != "none"):
         n = 1 if s == "none" else (DEFAULT_N[s] if n_candidates is None else n_candidates)

@@ -15,6 +15,7 @@ from pmark_impl.attacks import (
     TableLexicon,
     get_attack,
     list_attacks,
+    plugin,
     substitutable_mask,
     word_delete,
 )
@@ -33,9 +34,22 @@ needs_wordnet = pytest.mark.skipif(
 ALPHA = 1e-3
 
 
+@plugin("attack")
 def shout(text: str, rng: np.random.Generator, suffix: str = "!") -> str:
-    """A user attack for the ``module:function`` route."""
+    """A user attack for the ``module:function`` route (a registered plug-in)."""
     return text.upper() + suffix
+
+
+@plugin("attack")
+def failing(text: str, rng: np.random.Generator) -> str:
+    """A plug-in that raises."""
+    return len(text, rng)  # type: ignore[call-arg]
+
+
+@plugin("attack")
+def not_a_string(text: str, rng: np.random.Generator) -> bool:
+    """A plug-in that returns a non-string."""
+    return text is not None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -226,13 +240,15 @@ def test_bad_names_and_user_attacks():
         get_attack("word-delete", ratio=0.1)
     with pytest.raises(PMarkValueError, match="no_such_module_xyz"):
         get_attack("no_such_module_xyz:f")
-    with pytest.raises(PMarkValueError, match="has no function"):
-        get_attack("math:no_such_function")
+    with pytest.raises(PMarkValueError, match="has no attribute"):
+        get_attack(f"{__name__}:no_such_function")
     rng = np.random.default_rng(0)
-    with pytest.raises(PMarkValueError, match=r"attack 'builtins:len' raised TypeError"):
-        get_attack("builtins:len")(TEXT, rng)  # len(text, rng): the user attack raises
-    with pytest.raises(PMarkValueError, match=r"attack 'operator:is_not' returned bool"):
-        get_attack("operator:is_not")(TEXT, rng)  # returns a non-string
+    with pytest.raises(PMarkValueError, match=rf"attack '{__name__}:failing' raised TypeError"):
+        get_attack(f"{__name__}:failing")(TEXT, rng)  # len(text, rng): the user attack raises
+    with pytest.raises(PMarkValueError, match=rf"attack '{__name__}:not_a_string' returned bool"):
+        get_attack(f"{__name__}:not_a_string")(TEXT, rng)  # returns a non-string
+    with pytest.raises(PMarkValueError, match=r"'builtins:len' is refused: builtins is part of the Python"):
+        get_attack("builtins:len")  # not a plug-in: refused before it runs
     with pytest.raises(PMarkValueError, match=r"rng must be a numpy.random.Generator"):
         get_attack("word-delete", rate=0.1)(TEXT, 0)
     with pytest.raises(PMarkValueError, match=r"sentence-delete.*at least 2"):

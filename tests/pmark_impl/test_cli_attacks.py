@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
+from _plugin_helpers import SENTINEL_ENV, forget_modules, install_distribution
 
 from pmark_impl import cli
 from pmark_impl.attacks import get_attack, list_attacks
@@ -64,3 +66,154 @@ def test_bad_attack_input_is_one_line(tmp_path, capsys, argv, needle):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Issue 24: plug-ins are explicit; repeated parameters are errors; every parameter type-checked at bind time.
+# ----------------------------------------------------------------------------------------------------------------
+def _one_line_error(capsys, *needles):
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in captured.err, captured.err
+    for needle in needles:
+        assert needle in err[0], err[0]
+    return captured
+
+
+def test_an_unregistered_callable_never_runs(tmp_path, capsys, monkeypatch):
+    """``pmark attack module:function``, an ordinary function: refused in one line, the function never called."""
+    sentinel = tmp_path / "wipe-was-called"
+    monkeypatch.setenv(SENTINEL_ENV, str(sentinel))
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    out = tmp_path / "out.txt"
+    for argv in (
+        ["attack", "_plugin_helpers:wipe", str(src)],
+        ["attack", "_plugin_helpers:wipe", str(src), "--out", str(out)],
+        ["attack", "_plugin_helpers:liar", str(src)],  # an object that claims every attribute
+    ):
+        assert cli.main(argv) == 2
+        captured = _one_line_error(capsys, "is refused", "@plugin('attack')", "pmark.attacks")
+        assert captured.out == ""
+    assert not sentinel.exists() and not out.exists()
+    assert src.read_text(encoding="utf-8") == TEXT
+
+
+def test_shutil_rmtree_no_longer_deletes_the_folder_named_in_the_file(tmp_path, capsys):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious.txt").write_text("mine", encoding="utf-8")
+    src = tmp_path / "t.txt"
+    src.write_text(str(victim), encoding="utf-8")
+    assert cli.main(["attack", "shutil:rmtree", str(src)]) == 2
+    _one_line_error(capsys, "'shutil:rmtree' is refused", "standard library")
+    assert (victim / "precious.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_registered_plugin_runs(tmp_path, capsys):
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    assert cli.main(["attack", "_plugin_helpers:shout", "--param", "suffix=?", str(src)]) == 0
+    assert capsys.readouterr().out == TEXT.upper() + "?\n"
+    assert cli.main(["attack", "_plugin_helpers:shout", "--param", "volume=11", str(src)]) == 2
+    _one_line_error(capsys, "_plugin_helpers:shout", "volume")  # refused at bind time, not when called
+
+
+def test_entry_point_attacks_are_listed_and_run(tmp_path, capsys, monkeypatch):
+    site = tmp_path / "site"
+    install_distribution(
+        site,
+        "pmark_demo_cli",
+        {"demo-reverse": "pmark_demo_cli_mod:reverse"},
+        {"pmark_demo_cli_mod": "def reverse(text, rng):\n    return ' '.join(reversed(text.split()))\n"},
+    )
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        assert cli.main(["attacks"]) == 0
+        listed = capsys.readouterr().out
+        assert "demo-reverse" in listed and "pmark_demo_cli_mod:reverse" in listed
+        assert cli.main(["attacks", "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["demo-reverse"]["plugin"] == ["pmark_demo_cli_mod:reverse"]
+        assert "pmark_demo_cli_mod" not in sys.modules  # listing imports nothing
+        src = tmp_path / "t.txt"
+        src.write_text("one two three.", encoding="utf-8")
+        assert cli.main(["attack", "demo-reverse", str(src)]) == 0
+        assert capsys.readouterr().out == "three. two one\n"
+    finally:
+        forget_modules("pmark_demo_cli")
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "needles"),
+    [
+        ("word-delete", ["rate=0.1", "rate=0.2"], ["--param", "'rate' twice"]),
+        ("word-delete", ["rate=0.1", " rate=0.1"], ["'rate' twice"]),
+        ("word-delete", ["rate=NaN"], ["--param rate", "NaN"]),
+        ("word-delete", ["rate=-Infinity"], ["--param rate", "Infinity"]),
+        ("word-delete", ["rate=1" + "0" * 400], ["rate must lie in [0, 1]"]),
+        ("copy-paste", ['human={"a": 1, "a": 2}'], ["--param human", "repeats the member 'a'"]),
+    ],
+)
+def test_repeated_or_non_standard_params_are_one_line(tmp_path, capsys, name, params, needles):
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    argv = ["attack", name, str(src)]
+    for p in params:
+        argv += ["--param", p]
+    assert cli.main(argv) == 2
+    _one_line_error(capsys, *needles)
+
+
+def test_human_file_and_param_cannot_both_give_the_sentences(tmp_path, capsys):
+    src, human = tmp_path / "t.txt", tmp_path / "h.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    human.write_text("A human wrote this line.", encoding="utf-8")
+    argv = [
+        "attack",
+        "sentence-insert",
+        "--human-file",
+        str(human),
+        "--param",
+        'sentences=["B c."]',
+        str(src),
+    ]
+    assert cli.main(argv) == 2
+    _one_line_error(capsys, "--human-file and --param sentences")
+    assert cli.main(["attack", "word-delete", "--human-file", str(human), str(src)]) == 2
+    _one_line_error(capsys, "--human-file is for")
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        (["model=1", "tokenizer=1"], "model must be a loaded causal LM"),  # was: exit 1, AttributeError
+        (["model=1"], "model must be a loaded causal LM"),
+        (['tokenizer="t"'], "tokenizer must be"),
+        (["model_name=1"], "model_name must be"),
+        (["template=1"], "template must be a str"),
+        (['template="{foo} {text}"'], "template must be a str"),
+        (["bigram_filter=3"], "bigram_filter must be true or false"),
+        (["n_candidates=1000000"], "n_candidates must be an integer in 1..64"),
+        (["max_new_tokens=true"], "max_new_tokens must be an integer"),
+        (["temperature=-1"], "temperature must lie in"),
+        (["top_p=[0.9]"], "top_p must be a real number"),
+    ],
+)
+@pytest.mark.parametrize("name", ["paraphrase-sentence", "paraphrase-document"])
+def test_paraphrase_parameters_are_checked_before_any_model_loads(
+    tmp_path, capsys, monkeypatch, name, params, needle
+):
+    import pmark_impl._models
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a model was loaded before the parameters were checked")
+
+    monkeypatch.setattr(pmark_impl._models, "load_lm", no_load)
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    argv = ["attack", name, str(src)]
+    for p in params:
+        argv += ["--param", p]
+    assert cli.main(argv) == 2
+    _one_line_error(capsys, f"attack '{name}'", needle)

@@ -7,6 +7,7 @@ scipy's exact binomial interval), not against the statistics module it calls.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -51,6 +52,47 @@ def test_parse_attacks_expands_values_and_fills_the_default_rate():
 def test_parse_attacks_errors(text, message):
     with pytest.raises(PMarkValueError, match=message):
         parse_attacks(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("word-delete:rate=0.1;rate=0.2", "gives the parameter 'rate' twice"),  # kept only 0.2 (issue 24)
+        ("word-delete:rate=0.1; rate = 0.3", "gives the parameter 'rate' twice"),
+        ("word-delete:rate=0.1,0.1", "lists the value 0.1 of rate twice"),  # ran twice (issue 24)
+        ("word-delete:rate=1,1.0", "lists the value 1.0 of rate twice"),
+        ("word-delete:rate=0.1,,0.2", "rate has an empty value"),
+        ("word-delete:rate=NaN", "NaN"),
+        ("word-delete:rate=Infinity", "Infinity"),
+        ("word-delete:rate=true", "rate must be a real number"),
+        ("shutil:rmtree", "is refused"),
+        ("_plugin_helpers:wipe", "is refused"),
+        ("_plugin_helpers:wipe:rate=0.1", "is refused"),
+        ("_plugin_helpers:shout:volume=1", "volume"),
+    ],
+)
+def test_parse_attacks_refuses_repeats_and_unregistered_plugins(text, message, tmp_path, monkeypatch):
+    from _plugin_helpers import SENTINEL_ENV
+
+    monkeypatch.setenv(SENTINEL_ENV, str(tmp_path / "called"))
+    with pytest.raises(PMarkValueError, match=re.escape(message)) as info:
+        parse_attacks(text)
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "called").exists()
+
+
+def test_parse_attacks_takes_registered_plugins():
+    specs = parse_attacks('_plugin_helpers:shout:suffix="?","!"')
+    assert [s.name for s in specs] == ["_plugin_helpers:shout"] * 2
+    assert [dict(s.params) for s in specs] == [{"suffix": "?"}, {"suffix": "!"}]
+    assert specs[0].rate is None and specs[0].label == '_plugin_helpers:shout(suffix="?")'
+    (bare,) = parse_attacks("_plugin_helpers:shout")
+    assert bare.params == ()
+
+
+def test_an_attack_given_twice_in_two_spellings_is_refused():
+    with pytest.raises(PMarkValueError, match="listed twice"):
+        build_runs(["offline"], parse_attacks("word-delete:rate=1") + parse_attacks("word-delete:rate=1.0"))
 
 
 def test_parse_grid():
