@@ -8,8 +8,12 @@
                    [--seed S] [--out DIR] [--force]
 
 Everything the user gave is checked before a model is loaded (schemes, attacks, the grid, the prompt file, the
-key file), and the prompts' lengths against the model before any generation; every error is one line and exit
-status 2. Under ``torchrun --nproc_per_node K -m pmark_impl.cli evaluate …`` (or ``accelerate launch``; write
+key file, and ``--out``: a new or empty folder or an evaluation folder, see :mod:`pmark_impl.evaluate._folder`),
+and the prompts' lengths against the model before any generation; every error is one line and exit status 2.
+``--force`` replaces an evaluation with other settings by deleting only the files its folder lists; a folder
+that pmark did not write is refused even with ``--force``.
+
+Under ``torchrun --nproc_per_node K -m pmark_impl.cli evaluate …`` (or ``accelerate launch``; write
 ``--n-candidates``, not ``--n``, which torchrun's parser reads as an abbreviation of its own options) each rank
 takes every K-th document and rank 0 writes the report (:mod:`pmark_impl.evaluate._distributed`).
 """
@@ -129,7 +133,11 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
         "--seed", type=seed_type, default=0, help="base seed of texts, attacks, detection (default 0)"
     )
     g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})")
-    g.add_argument("--force", action="store_true", help="replace an evaluation with other settings in --out")
+    g.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an evaluation with other settings in --out (only the files pmark wrote there are deleted)",
+    )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=handler)
 
@@ -251,6 +259,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from pmark_impl import cli
     from pmark_impl.evaluate._config import EvalConfig
     from pmark_impl.evaluate._distributed import finish, start, world_from_env
+    from pmark_impl.evaluate._folder import check_ours
     from pmark_impl.evaluate._prompts import check_prompt_lengths, prompts_fingerprint, read_prompts
     from pmark_impl.evaluate._runner import run_evaluation
     from pmark_impl.evaluate._units import EvalContext
@@ -267,6 +276,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         min_sentences=args.min_sentences,
     )
     key_file = _key_file(args, config.max_channels)
+    check_ours(args.out)  # a folder pmark did not write is refused before any model loads (writes nothing)
     device = _device(args, world)
     dev = {"device": device} if device else {}
     encoder = cli._load_encoder(args.encoder, **dev)

@@ -1,9 +1,20 @@
-"""Atomic file writes: a reader never sees a half-written report, and an interrupted run leaves no debris.
+"""Atomic file writes into report folders the toolkit owns: a reader never sees a half-written report, an
+interrupted run leaves no debris, and nothing the user wrote is ever replaced or deleted.
 
 A file is written to a temporary sibling (``.NAME.*.tmp``) and renamed over ``NAME``. In the main thread a
 Ctrl-C that arrives during the write is held back until the rename is done (then raised as usual), so an
-interrupted run leaves either the old file or the new one, never a part; :func:`remove_debris` deletes the
-temporary files a killed process (``SIGKILL``) may leave.
+interrupted run leaves either the old file or the new one, never a part.
+
+A report folder of ``pmark check`` is a :class:`pmark_theory._owned.OwnedFolder` of kind :data:`REPORT_KIND`
+(:func:`report_folder`): every file is written through :func:`write_owned` (listed in the folder's manifest
+first), ``--force`` deletes only listed files and :meth:`~pmark_theory._owned.OwnedFolder.remove_debris` only the
+temporaries of listed files that a killed process (``SIGKILL``) may leave.
+
+Reports of the previous version (no ``.pmark-folder.json``, only the run-state file :data:`STATE_FILE`) are
+adopted only when every file in them is one that version wrote (:data:`LEGACY_REPORT`: the state file holding a
+JSON object with ``complete`` and ``seed``, ``results.json``, ``report.md``, ``cache/*.json``,
+``figures/*.png``, their temporaries and the lock file); any other file makes the folder foreign, and it is
+refused.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import tempfile
 import threading
@@ -20,7 +32,48 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["remove_debris", "to_jsonable", "write_bytes_atomic", "write_json_atomic", "write_text_atomic"]
+from pmark_theory._json import loads_strict
+from pmark_theory._owned import LegacyLayout, OwnedFolder, claim_folder
+from proofs_checks._cli_common import LOCK_NAME
+
+__all__ = [
+    "LEGACY_REPORT",
+    "REPORT_KIND",
+    "STATE_FILE",
+    "json_bytes",
+    "report_folder",
+    "to_jsonable",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_owned",
+    "write_text_atomic",
+]
+
+#: The kind of a ``pmark check`` report folder (see :mod:`pmark_theory._owned`).
+REPORT_KIND = "pmark check report"
+#: The run-state file of a report (``complete``, seed, budget); the only marker of the previous version.
+STATE_FILE = ".pmark-report.json"
+
+
+def _old_state(data: bytes) -> bool:
+    doc = loads_strict(data, STATE_FILE)
+    return isinstance(doc, dict) and isinstance(doc.get("complete"), bool) and "seed" in doc
+
+
+#: What ``pmark check`` wrote before report folders had a marker (adopted only when nothing else is there).
+LEGACY_REPORT = LegacyLayout(
+    sentinel=STATE_FILE,
+    files=(
+        re.escape(STATE_FILE),
+        r"results\.json",
+        r"report\.md",
+        r"cache/[^/]+\.json",
+        r"figures/[^/]+\.png",
+    ),
+    dirs=("cache/", "figures/"),
+    accepts=_old_state,
+    description="a report of an earlier pmark version",
+)
 
 
 @contextlib.contextmanager
@@ -46,20 +99,28 @@ def _sigint_deferred() -> Iterator[None]:
                 os.kill(os.getpid(), signal.SIGINT)
 
 
-def remove_debris(directory: Path) -> list[Path]:
-    """Delete the temporary files (``.NAME.*.tmp``) an atomic write killed mid-way left under ``directory``.
+def report_folder(out: Path | OwnedFolder, *, what: str = "folder") -> OwnedFolder:
+    """``out`` itself, or the report folder at that path claimed for :data:`REPORT_KIND`.
 
-    Call it only while holding the directory's lock (no other writer is active).
-
-    Returns:
-      The deleted paths.
+    Raises:
+      NotOwnedError: a non-empty folder that is not a ``pmark check`` report (``--force`` never changes that).
     """
-    removed = []
-    for path in Path(directory).rglob(".*.tmp"):
-        if path.is_file():
-            path.unlink(missing_ok=True)
-            removed.append(path)
-    return removed
+    if isinstance(out, OwnedFolder):
+        return out
+    return claim_folder(
+        out, REPORT_KIND, tool="pmark check", ignore=(LOCK_NAME,), legacy=LEGACY_REPORT, what=what
+    )
+
+
+def json_bytes(obj: Any) -> bytes:
+    """The JSON text of every report file: NumPy/JAX values made plain, indented, no NaN, final newline."""
+    return (json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_owned(folder: OwnedFolder, relpath: str, data: bytes) -> Path:
+    """:meth:`OwnedFolder.write`, with a Ctrl-C held back until the file and its manifest entry are in place."""
+    with _sigint_deferred():
+        return folder.write(relpath, data)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proofs_checks._io import write_bytes_atomic, write_json_atomic, write_text_atomic
+from pmark_theory._owned import OwnedFolder
+from proofs_checks._io import json_bytes, report_folder, write_owned
 from proofs_checks._registry import Check, registry
 
 __all__ = [
@@ -218,9 +219,22 @@ def _markdown(
     return "\n".join(lines)
 
 
-def write_report(out_dir: Path, results: Sequence[dict[str, Any]], meta: dict[str, Any]) -> Path:
-    """Write figures, ``results.json`` and ``report.md`` (in that order, each atomically) and return the report path."""
-    out_dir = Path(out_dir)
+def write_report(
+    out_dir: Path | OwnedFolder, results: Sequence[dict[str, Any]], meta: dict[str, Any]
+) -> Path:
+    """Write figures, ``results.json`` and ``report.md`` (in that order, each atomically) and return the report path.
+
+    Args:
+      out_dir: the report folder, or its path (claimed as a ``pmark check`` report, see
+        :func:`proofs_checks._io.report_folder`); each file is listed in its manifest before it is written.
+      results: the result records.
+      meta: the run's settings (stored in ``results.json``).
+
+    Raises:
+      NotOwnedError: ``out_dir`` is a non-empty folder that is not a ``pmark check`` report, or one of the files
+        exists there and was not written by pmark (it is left alone).
+    """
+    folder = report_folder(out_dir)
     reg = registry()
     figures: dict[str, str] = {}
     for r in results:
@@ -228,10 +242,9 @@ def write_report(out_dir: Path, results: Sequence[dict[str, Any]], meta: dict[st
         if check is None or check.plot is None or not r.get("plot_data"):
             continue
         png = render_figure(check, r["plot_data"])
-        write_bytes_atomic(out_dir / FIGURES_DIR / f"{r['id']}.png", png)
+        write_owned(folder, f"{FIGURES_DIR}/{r['id']}.png", png)
         figures[r["id"]] = check.figure_caption or check.claim
-    write_json_atomic(out_dir / "results.json", {"meta": meta, "results": list(results)})
-    report = out_dir / "report.md"
+    write_owned(folder, "results.json", json_bytes({"meta": meta, "results": list(results)}))
     in_register = {r["id"] for r in results if _in_register(r["id"], reg)}
-    write_text_atomic(report, _markdown(results, meta, figures, in_register))
-    return report
+    text = _markdown(results, meta, figures, in_register)
+    return write_owned(folder, "report.md", text.encode("utf-8"))

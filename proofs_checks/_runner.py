@@ -1,11 +1,15 @@
-"""Run checks with a progress bar, caching each result so an interrupted run resumes."""
+"""Run checks with a progress bar, caching each result so an interrupted run resumes.
+
+The cache lives in a report folder the toolkit owns (:func:`proofs_checks._io.report_folder`): each result is
+``cache/ID.json``, listed in the folder's manifest before it is written; a cache file that is not listed there is
+never read nor replaced.
+"""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import inspect
-import json
 import sys
 import time
 import traceback
@@ -14,7 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from proofs_checks._io import to_jsonable, write_json_atomic
+from pmark_theory._json import loads_strict
+from pmark_theory._owned import OwnedFolder
+from proofs_checks._io import json_bytes, report_folder, to_jsonable, write_owned
 from proofs_checks._registry import Budget, Check, check_key
 
 __all__ = ["CACHE_DIR", "check_fingerprint", "run_check", "run_checks"]
@@ -86,16 +92,20 @@ def run_check(check: Check, *, seed: int, budget: Budget) -> dict[str, Any]:
     return to_jsonable(record)
 
 
-def _cache_path(out_dir: Path, check_id: str) -> Path:
-    return out_dir / CACHE_DIR / f"{check_id}.json"
+def _cache_relpath(check_id: str) -> str:
+    return f"{CACHE_DIR}/{check_id}.json"
 
 
-def _load_cached(path: Path, params: dict[str, Any]) -> dict[str, Any] | None:
+def _load_cached(folder: OwnedFolder, check_id: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    """The cached result of ``check_id`` if the folder lists it and it was computed with ``params``."""
+    rel = _cache_relpath(check_id)
+    if not folder.owns(rel):
+        return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads_strict((folder.path / rel).read_bytes(), rel)
     except (OSError, ValueError):
         return None
-    if doc.get("params") != params or not isinstance(doc.get("result"), dict):
+    if not isinstance(doc, dict) or doc.get("params") != params or not isinstance(doc.get("result"), dict):
         return None
     return doc["result"]
 
@@ -105,7 +115,7 @@ def run_checks(
     *,
     seed: int = 0,
     budget: Budget | None = None,
-    cache_dir: Path | None = None,
+    cache_dir: Path | OwnedFolder | None = None,
     progress: bool | Callable[[int, int, str], None] = True,
 ) -> list[dict[str, Any]]:
     """Run ``checks`` and return their result records, in order.
@@ -114,11 +124,13 @@ def run_checks(
       checks: the checks (see :func:`proofs_checks.get_checks`).
       seed: the run's seed; each check uses ``fold_in(key(seed), crc32(id))``.
       budget: Monte Carlo sizes (default: full sizes, scale 1).
-      cache_dir: a report directory; each result is cached in ``cache_dir/cache/ID.json`` as soon as it is
-        computed, and a cached result with the same seed, budget and check fingerprint is reused (resume).
+      cache_dir: a report directory (claimed as a ``pmark check`` report: see
+        :func:`proofs_checks._io.report_folder`); each result is cached in ``cache_dir/cache/ID.json`` as soon as
+        it is computed, and a cached result with the same seed, budget and check fingerprint is reused (resume).
       progress: ``True`` for a tqdm bar on stderr, ``False`` for none, or a callback ``(done, total, id)``.
     """
     budget = budget if budget is not None else Budget()
+    folder = report_folder(cache_dir) if cache_dir is not None else None
     bar = None
     if progress is True:
         from tqdm.auto import tqdm
@@ -134,14 +146,14 @@ def run_checks(
         rec = None
         if bar is not None:
             bar.set_postfix_str(check.id)
-        if cache_dir is not None:
-            rec = _load_cached(_cache_path(cache_dir, check.id), params)
+        if folder is not None:
+            rec = _load_cached(folder, check.id, params)
             if rec is not None:
                 rec = {**rec, "cached": True}
         if rec is None:
             rec = run_check(check, seed=seed, budget=budget)
-            if cache_dir is not None:
-                write_json_atomic(_cache_path(cache_dir, check.id), {"params": params, "result": rec})
+            if folder is not None:
+                write_owned(folder, _cache_relpath(check.id), json_bytes({"params": params, "result": rec}))
             rec = {**rec, "cached": False}
         results.append(rec)
         if bar is not None:

@@ -4,16 +4,27 @@ Exit codes: 0 every check reached its expected verdict and every negative contro
 2 a usage error (one line ``pmark check: error: …`` on stderr), including an output directory that another
 run is writing (``<out>/.lock`` is held with ``flock``); 130 interrupted (Ctrl-C): results computed so far
 stay cached in ``<out>/cache`` and a rerun resumes from them.
+
+The output directory is a folder the toolkit owns (:mod:`pmark_theory._owned`, kind
+:data:`~proofs_checks._io.REPORT_KIND`): a new or empty directory, or a report written by ``pmark check``. A
+non-empty directory that is not one is refused before anything is written, with or without ``--force``.
+``--force`` replaces a complete report: it deletes only the files the earlier run listed in the folder's manifest
+(its cached results excepted, which stay valid and are reused), never a file the user added there. Reports of the
+previous version (``.pmark-report.json`` only) are adopted when every file in them is one it wrote
+(:data:`~proofs_checks._io.LEGACY_REPORT`), refused otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import stat
 import sys
 import time
 from pathlib import Path
 
+from pmark_theory._json import loads_strict
+from pmark_theory._owned import FolderError, OwnedFolder, probe_folder
 from proofs_checks._cli_common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -25,15 +36,23 @@ from proofs_checks._cli_common import (
     int_in_range,
     print_error,
 )
-from proofs_checks._io import remove_debris, write_json_atomic
+from proofs_checks._io import (
+    LEGACY_REPORT,
+    REPORT_KIND,
+    STATE_FILE,
+    json_bytes,
+    report_folder,
+    write_owned,
+)
 from proofs_checks._registry import Budget, get_checks
 from proofs_checks._report import write_report
-from proofs_checks._runner import run_checks
+from proofs_checks._runner import CACHE_DIR, run_checks
 
 __all__ = ["INTERRUPTED_MESSAGE", "MAX_SEED", "main", "run"]
 
 PROG = "pmark check"
-MARKER = ".pmark-report.json"
+#: The run-state file of a report (``complete``, seed, budget): the previous version's only marker.
+MARKER = STATE_FILE
 #: Seeds feed ``jax.random.key``: ``0 <= seed < 2**32``.
 MAX_SEED = 2**32 - 1
 #: Printed on stderr when Ctrl-C stops a run (exit status 130).
@@ -66,30 +85,49 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help=f"seed of the run, 0..{MAX_SEED} (default 0)",
     )
-    p.add_argument("--force", action="store_true", help="overwrite an existing complete report in --out")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a complete report in --out (only the files pmark wrote there; cached results are reused)",
+    )
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 
+def _complete(out: Path) -> bool:
+    """Whether ``out`` holds a report whose run finished (its state file says ``"complete": true``)."""
+    path = out / MARKER
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        doc = loads_strict(path.read_bytes(), MARKER)
+    except (OSError, ValueError):
+        return False  # no state, or a damaged one: an unfinished report (it is rewritten)
+    return isinstance(doc, dict) and doc.get("complete") is True
+
+
 def _prepare_out(out: Path, force: bool) -> str | None:
-    """Return an error message if ``out`` must not be written, else ``None``."""
-    if out.exists() and not out.is_dir():
-        return f"--out {out} exists and is not a directory"
-    if not out.exists():
-        return None
-    marker = out / MARKER
-    entries = [e for e in out.iterdir() if e.name != LOCK_NAME]
-    if entries and not marker.exists() and not force:
-        return f"--out {out} is a non-empty directory that is not a pmark report; choose another --out or pass --force"
-    if marker.exists():
-        try:
-            state = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            state = {}
-        if state.get("complete") and not force:
-            return f"a complete report already exists in {out}; pass --force to overwrite it or choose another --out"
+    """Return an error message if ``out`` must not be written, else ``None`` (reads only, writes nothing)."""
+    try:
+        state = probe_folder(out, REPORT_KIND, ignore=(LOCK_NAME,), legacy=LEGACY_REPORT, what="--out")
+    except FolderError as exc:
+        return str(exc)
+    if state in ("owned", "legacy") and _complete(out) and not force:
+        return (
+            f"a complete report already exists in {out}; pass --force to overwrite it or choose another --out"
+        )
     return None
+
+
+def _claim(out: Path, force: bool) -> OwnedFolder:
+    """Claim ``out`` (under its lock) and, with ``force``, delete the earlier report's files but its cache."""
+    complete = _complete(out)
+    folder = report_folder(out, what="--out")
+    if force and complete:
+        folder.clear(keep=lambda rel: rel.startswith(f"{CACHE_DIR}/"))
+    folder.remove_debris()
+    return folder
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -126,13 +164,24 @@ def run(argv: list[str] | None = None) -> int:
         if err:
             print_error(PROG, err)
             return EXIT_USAGE
-        remove_debris(out)
-        return _run_locked(args, checks, out)
+        try:
+            folder = _claim(out, args.force)
+        except FolderError as exc:
+            print_error(PROG, exc)
+            return EXIT_USAGE
+        except OSError as exc:
+            print_error(PROG, f"cannot write --out {out}: {exc.strerror or exc}")
+            return EXIT_USAGE
+        try:
+            return _run_locked(args, checks, folder)
+        except FolderError as exc:  # a file the user put in the report folder meanwhile: left alone
+            print_error(PROG, exc)
+            return EXIT_USAGE
     finally:
         lock.release()
 
 
-def _run_locked(args: argparse.Namespace, checks: list, out: Path) -> int:
+def _run_locked(args: argparse.Namespace, checks: list, folder: OwnedFolder) -> int:
     budget = Budget(scale=args.budget, quick=args.quick)
     meta = {
         "seed": args.seed,
@@ -140,12 +189,14 @@ def _run_locked(args: argparse.Namespace, checks: list, out: Path) -> int:
         "only": args.only,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    write_json_atomic(out / MARKER, {**meta, "complete": False})
+    write_owned(folder, MARKER, json_bytes({**meta, "complete": False}))
     t0 = time.perf_counter()
-    results = run_checks(checks, seed=args.seed, budget=budget, cache_dir=out, progress=not args.no_progress)
+    results = run_checks(
+        checks, seed=args.seed, budget=budget, cache_dir=folder, progress=not args.no_progress
+    )
     meta["runtime_s"] = time.perf_counter() - t0
-    report = write_report(out, results, meta)
-    write_json_atomic(out / MARKER, {**meta, "complete": True})
+    report = write_report(folder, results, meta)
+    write_owned(folder, MARKER, json_bytes({**meta, "complete": True}))
     failed = [r for r in results if not r.get("passed")]
     width = max(len(r["id"]) for r in results)
     for r in results:

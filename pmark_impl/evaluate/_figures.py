@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pmark_theory._files import write_atomic
+from pmark_impl.evaluate._folder import evaluation_folder
+from pmark_theory._owned import OwnedFolder
 
 __all__ = [
     "plot_cost",
@@ -369,24 +370,36 @@ def _figure_plan(results: dict[str, Any], alpha: str | float) -> list[tuple[str,
     return plan
 
 
-def write_figures(results: dict[str, Any], out_dir: str | Path, *, alpha: str | float = "0.01") -> list[str]:
-    """Write the PNG figures that have data into ``out_dir`` (created), each atomically, replacing old ones.
+def write_figures(
+    results: dict[str, Any],
+    out_dir: str | Path | OwnedFolder,
+    *,
+    alpha: str | float = "0.01",
+    subdir: str = "",
+) -> list[str]:
+    """Write the PNG figures that have data, each atomically, replacing the ones written before.
 
     Files: ``roc-<run>.png``, ``tpr-vs-rate-<run>.png``, ``grid-<scheme>.png``, ``cost.png``,
     ``quality-vs-tpr.png`` (run ids made file-safe by :func:`safe_name`).
 
     Args:
       results: the saved ``results.json`` dict.
-      out_dir: folder of the figures.
+      out_dir: the evaluation folder, or its path (claimed as one, see :mod:`pmark_impl.evaluate._folder`);
+        every figure is listed in its manifest before it is written.
       alpha: the false-positive level of the TPR figures.
+      subdir: the sub-folder of ``out_dir`` the figures go to (``"figures"``; ``""``: ``out_dir`` itself).
 
     Returns:
-      The file names written, relative to ``out_dir``, in report order.
+      The file names written, relative to ``subdir``, in report order.
+
+    Raises:
+      NotOwnedError: a figure's path exists and was not written by pmark (never replaced), or ``out_dir`` is
+        not empty and not an evaluation folder.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = evaluation_folder(out_dir)
+    prefix = f"{subdir.strip('/')}/" if subdir.strip("/") else ""
     written = []
     for name, draw in _figure_plan(results, alpha):
-        write_atomic(out / name, _png(draw), force=True, what="figure")
+        folder.write(prefix + name, _png(draw))
         written.append(name)
     return written

@@ -23,7 +23,8 @@ from pmark_impl.evaluate._figures import (
     grid_table,
     write_figures,
 )
-from pmark_theory._files import write_atomic
+from pmark_impl.evaluate._folder import evaluation_folder
+from pmark_theory._owned import OwnedFolder
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["FIGURES_DIR", "SCHEMA", "render_report", "write_report"]
@@ -329,24 +330,29 @@ def render_report(
     return "\n".join(lines)
 
 
-def write_report(results: dict[str, Any], out_dir: str | Path, timing: dict[str, Any] | None = None) -> Path:
-    """Write ``figures/*.png`` then ``report.md`` into ``out_dir`` (created), each atomically, replacing old ones.
+def write_report(
+    results: dict[str, Any], out_dir: str | Path | OwnedFolder, timing: dict[str, Any] | None = None
+) -> Path:
+    """Write ``figures/*.png`` then ``report.md`` into ``out_dir``, each atomically, replacing the old ones.
 
     Args:
       results: the ``results.json`` dict.
-      out_dir: the report folder.
+      out_dir: the report folder, or its path: an evaluation folder (created, adopted when empty, re-opened when
+        it is one; see :mod:`pmark_impl.evaluate._folder`). Each file is listed in its manifest before it is
+        written.
       timing: the ``timing.json`` dict, or ``None``.
 
     Returns:
       Path of ``report.md``.
 
     Raises:
-      PMarkValueError: ``results`` is not a ``pmark-evaluate/1`` dict.
-      UserFileError: ``report.md`` or a figure exists and is not a regular file (never replaced).
+      PMarkValueError: ``results`` is not a ``pmark-evaluate/1`` dict (checked before anything is written).
+      NotOwnedError: ``out_dir`` is not empty and not an evaluation folder, or ``report.md`` or a figure exists
+        there and was not written by pmark (never replaced).
+      UserFileError: ``report.md`` or a figure is listed but is no longer a regular file (never replaced).
     """
-    out = Path(out_dir)
     render_report(results, timing)  # validate before writing anything
-    out.mkdir(parents=True, exist_ok=True)
-    names = write_figures(results, out / FIGURES_DIR, alpha=_alphas(results)[0])
+    folder = evaluation_folder(out_dir)
+    names = write_figures(results, folder, alpha=_alphas(results)[0], subdir=FIGURES_DIR)
     text = render_report(results, timing, [f"{FIGURES_DIR}/{n}" for n in names])
-    return write_atomic(out / "report.md", text.encode("utf-8"), force=True, what="report")
+    return folder.write("report.md", text.encode("utf-8"))

@@ -9,10 +9,16 @@ The folder ``OUT``::
     texts.jsonl          every prompt, human text, generated and attacked text with seeds and evidence
     report.md, figures/  the report (:mod:`pmark_impl.evaluate._report`, :mod:`pmark_impl.evaluate._figures`)
 
+It is a folder the toolkit owns (:mod:`pmark_impl.evaluate._folder`): its marker ``.pmark-folder.json`` lists
+every file above as it is written (the units of every rank are listed by rank 0 before any is written). A
+non-empty folder without the marker is refused, with or without ``force``, before anything is written there.
+
 Resuming: a second run with the same ``config.json`` skips every unit already on disk; other settings are refused
-unless ``force`` (which deletes the folder's evaluation files, never anything else). A folder that exists, is
-not empty and holds no ``config.json`` is refused: it is not ours. Each rank holds an exclusive lock
-``.lock-RANK`` for the whole run, so two evaluations on one folder cannot interleave their writes.
+unless ``force``, which deletes the files the folder lists and nothing else (a file the user added survives).
+The temporaries of an interrupted run (``.NAME.XXXXXXXX.tmp`` of a listed file) are deleted before it resumes;
+no other file is. Each rank holds an exclusive lock ``.lock-RANK`` for the whole run, rank 0 from before the
+folder is prepared (so ``--force`` deletes under it), so two evaluations on one folder cannot interleave their
+writes.
 """
 
 from __future__ import annotations
@@ -22,39 +28,50 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pmark_impl.evaluate._aggregate import aggregate, clean_json, timing
 from pmark_impl.evaluate._distributed import World, agree, barrier
+from pmark_impl.evaluate._folder import KIND, LOCKS, check_ours, evaluation_folder
 from pmark_impl.evaluate._units import EvalContext, run_unit
-from pmark_theory._files import write_atomic
+from pmark_theory._json import loads_strict
+from pmark_theory._owned import OwnedFolder, open_folder
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["OUTPUT_FILES", "EvaluationError", "check_ours", "prepare_folder", "run_evaluation", "unit_path"]
-
-#: Files (and folders) an evaluation writes at the top of its folder: what ``force`` may delete.
-OUTPUT_FILES = ("config.json", "results.json", "timing.json", "texts.jsonl", "report.md", "units", "figures")
-
+__all__ = [
+    "EVIDENCE_MODE",
+    "EvaluationError",
+    "check_ours",
+    "prepare_folder",
+    "run_evaluation",
+    "unit_path",
+    "unit_relpath",
+]
 
 #: Permission bits of the files that hold per-sentence evidence (units, texts.jsonl): owner only, like key files.
 EVIDENCE_MODE = 0o600
+CONFIG = "config.json"
 
 
 class EvaluationError(PMarkValueError):
-    """A report folder that cannot be used (not ours, other settings, locked by another run)."""
+    """A report folder that cannot be used (other settings, locked by another run, a rank failed)."""
 
 
 def _dumps(obj: Any) -> bytes:
     return (json.dumps(clean_json(obj), indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def unit_path(out: Path, run_id: str, index: int, doc_id: str) -> Path:
-    """``out/units/RUN/IIIII-XXXXXXXX.json`` (index in the prompt set, 8 hex digits of the document id)."""
+def unit_relpath(run_id: str, index: int, doc_id: str) -> str:
+    """``units/RUN/IIIII-XXXXXXXX.json`` (index in the prompt set, 8 hex digits of the document id)."""
     digest = hashlib.sha256(doc_id.encode()).hexdigest()[:8]
-    return out / "units" / run_id / f"{index:05d}-{digest}.json"
+    return f"units/{run_id}/{index:05d}-{digest}.json"
+
+
+def unit_path(out: Path, run_id: str, index: int, doc_id: str) -> Path:
+    """``out/units/RUN/IIIII-XXXXXXXX.json`` (see :func:`unit_relpath`)."""
+    return Path(out) / unit_relpath(run_id, index, doc_id)
 
 
 def _diff(old: dict, new: dict) -> str:
@@ -62,49 +79,60 @@ def _diff(old: dict, new: dict) -> str:
     return ", ".join(keys[:6]) or "(none)"
 
 
-def check_ours(out: Path) -> None:
-    """Refuse ``out`` if it is a file, or a non-empty folder without an evaluation's ``config.json``.
+def _read_json(path: Path) -> Any:
+    """A JSON file the evaluation wrote, read strictly; ``None`` if missing or unreadable (it is redone)."""
+    try:
+        return loads_strict(path.read_bytes(), str(path))
+    except (OSError, ValueError):
+        return None
+
+
+def prepare_folder(
+    out: Path | OwnedFolder, identity: dict[str, Any], force: bool, units: Sequence[str] = ()
+) -> OwnedFolder:
+    """Claim the report folder, check or write ``config.json`` and list the units (rank 0, under its lock).
+
+    Args:
+      out: the folder (or the folder already claimed).
+      identity: ``config.json``'s content.
+      force: replace an evaluation with other settings (deleting only the files its folder lists).
+      units: relative paths of every unit of the evaluation (all ranks), listed before any is written.
+
+    Returns:
+      The claimed folder, its temporaries of an interrupted run deleted.
 
     Raises:
-      EvaluationError: as above (lock files ``.lock-RANK`` of an evaluation do not count).
+      NotOwnedError: ``out`` is a file, or not empty and not an evaluation (even with ``force``).
+      EvaluationError: ``out`` holds an evaluation with other settings, or an unreadable ``config.json``
+        (without ``force``).
     """
-    if out.exists() and not out.is_dir():
-        raise EvaluationError(f"--out {out} exists and is not a folder")
-    if out.is_dir() and not (out / "config.json").is_file():
-        if any(not p.name.startswith(".lock-") for p in out.iterdir()):
-            raise EvaluationError(
-                f"--out {out} is not empty and holds no evaluation (config.json): choose another"
-            )
-
-
-def prepare_folder(out: Path, identity: dict[str, Any], force: bool) -> None:
-    """Create or check the report folder (rank 0 only).
-
-    Raises:
-      EvaluationError: ``out`` is a file, not ours, or holds another evaluation (without ``force``).
-    """
-    check_ours(out)
-    cfg = out / "config.json"
-    if cfg.is_file():
+    folder = evaluation_folder(out)
+    cfg = folder.path / CONFIG
+    new = clean_json(identity)
+    if folder.owns(CONFIG) and cfg.exists():
         try:
-            old = json.loads(cfg.read_text(encoding="utf-8"))
+            old = loads_strict(cfg.read_bytes(), str(cfg))
         except (OSError, ValueError) as exc:
-            raise EvaluationError(f"{cfg} is unreadable ({exc}); use --force to start again") from None
-        if old == clean_json(identity):
-            return  # resume
-        if not force:
-            raise EvaluationError(
-                f"{out} holds an evaluation with other settings (differ: {_diff(old, clean_json(identity))}); "
-                "use --force to replace it or choose another --out"
-            )
-        for name in OUTPUT_FILES:
-            p = out / name
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            elif p.is_file():
-                p.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(cfg, _dumps(identity), force=True, what="config.json")
+            if not force:
+                raise EvaluationError(f"{cfg} is unreadable ({exc}); use --force to start again") from None
+            old = None
+        if old != new:
+            if not force:
+                diff = _diff(old, new) if isinstance(old, dict) else "(all)"
+                raise EvaluationError(
+                    f"{folder.path} holds an evaluation with other settings (differ: {diff}); "
+                    "use --force to replace it or choose another --out"
+                )
+            folder.clear()
+    elif (
+        folder.files
+    ):  # files of an evaluation whose config.json is gone (an interrupted --force): not reusable
+        folder.clear()
+    folder.remove_debris()
+    if not (folder.owns(CONFIG) and cfg.exists()):
+        folder.write(CONFIG, _dumps(identity))
+    folder.register(units)
+    return folder
 
 
 @contextlib.contextmanager
@@ -121,20 +149,13 @@ def _lock(out: Path, rank: int) -> Iterator[None]:
         os.close(fd)
 
 
-def _read_unit(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _units_of(out: Path, ctx: EvalContext, documents: Sequence[Any]) -> dict[str, list[dict]]:
+def _units_of(folder: OwnedFolder, ctx: EvalContext, documents: Sequence[Any]) -> dict[str, list[dict]]:
     units: dict[str, list[dict]] = {}
     for run in ctx.config.runs:
         recs = []
         for i, doc in enumerate(documents):
-            rec = _read_unit(unit_path(out, run.run_id, i, doc.doc_id))
-            if rec is None:
+            rec = _read_json(folder.path / unit_relpath(run.run_id, i, doc.doc_id))
+            if not isinstance(rec, dict):
                 raise EvaluationError(f"unit {run.run_id}/{doc.doc_id} is missing or unreadable: run again")
             recs.append(rec)
         units[run.run_id] = recs
@@ -175,21 +196,27 @@ def run_evaluation(
         try:
             check_ours(out)
             out.mkdir(parents=True, exist_ok=True)
-        except (EvaluationError, OSError) as exc:
+        except (PMarkValueError, OSError) as exc:
             err = exc
     if not agree(world, err is None):
         raise err if err is not None else EvaluationError("rank 0 could not create the report folder")
+    runs = ctx.config.runs
     with _lock(out, world.rank):  # held from before the folder is prepared (--force deletes under it)
+        folder: OwnedFolder | None = None
         if world.rank == 0:
+            every_unit = [unit_relpath(r.run_id, i, d.doc_id) for r in runs for i, d in enumerate(documents)]
             try:
-                prepare_folder(out, identity, force)
-            except (EvaluationError, OSError) as exc:
+                folder = prepare_folder(out, identity, force, every_unit)
+            except (PMarkValueError, OSError) as exc:
                 err = exc
         if not agree(world, err is None):
             raise err if err is not None else EvaluationError("rank 0 could not prepare the report folder")
-        if world.rank != 0 and _read_unit(out / "config.json") != clean_json(identity):
-            raise EvaluationError(f"rank {world.rank}: {out}/config.json differs from this rank's settings")
-        runs = ctx.config.runs
+        if folder is None:  # another rank: writes only the units rank 0 listed
+            folder = open_folder(out, KIND, ignore=LOCKS, what="--out")
+            if _read_json(out / CONFIG) != clean_json(identity):
+                raise EvaluationError(
+                    f"rank {world.rank}: {out}/config.json differs from this rank's settings"
+                )
         lm_run = next((r for r in runs if r.scheme == "none"), None)
         mine = list(world.shard(len(documents)))
         total, done = len(runs) * len(mine), 0
@@ -198,15 +225,14 @@ def run_evaluation(
             for run in runs:
                 for i in mine:
                     doc = documents[i]
-                    path = unit_path(out, run.run_id, i, doc.doc_id)
-                    if _read_unit(path) is None:
+                    rel = unit_relpath(run.run_id, i, doc.doc_id)
+                    if not isinstance(_read_json(out / rel), dict):
                         lm_text = None
                         if lm_run is not None and run is not lm_run:
-                            lm_rec = _read_unit(unit_path(out, lm_run.run_id, i, doc.doc_id))
-                            lm_text = lm_rec["text"] if lm_rec is not None else None
+                            lm_rec = _read_json(out / unit_relpath(lm_run.run_id, i, doc.doc_id))
+                            lm_text = lm_rec.get("text") if isinstance(lm_rec, dict) else None
                         record = run_unit(ctx, run, doc, lm_text)
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        write_atomic(path, _dumps(record), force=True, mode=EVIDENCE_MODE, what="unit record")
+                        folder.write(rel, _dumps(record), mode=EVIDENCE_MODE)
                     done += 1
                     if progress is not None:
                         progress(run.run_id, done, total)
@@ -219,24 +245,23 @@ def run_evaluation(
         if world.rank != 0:
             barrier(world)
             return None
-        units = _units_of(out, ctx, documents)
+        units = _units_of(folder, ctx, documents)
         results = aggregate(ctx.config, units, identity)
-        write_atomic(out / "results.json", _dumps(results), force=True, what="results.json")
-        write_atomic(out / "timing.json", _dumps(timing(ctx.config, units)), force=True, what="timing.json")
+        timing_doc = timing(ctx.config, units)
+        folder.write("results.json", _dumps(results))
+        folder.write("timing.json", _dumps(timing_doc))
         lines = [  # wall times are not reproducible: they are in timing.json only
             json.dumps(clean_json({k: v for k, v in u.items() if k != "seconds"}), ensure_ascii=False)
             for run in runs
             for u in units[run.run_id]
         ]
-        data = ("\n".join(lines) + "\n").encode()
-        write_atomic(out / "texts.jsonl", data, force=True, mode=EVIDENCE_MODE, what="texts.jsonl")
-        _report(out, results)
+        folder.write("texts.jsonl", ("\n".join(lines) + "\n").encode(), mode=EVIDENCE_MODE)
+        _report(folder, results, loads_strict(_dumps(timing_doc), "timing.json"))
         barrier(world)
         return results
 
 
-def _report(out: Path, results: dict[str, Any]) -> None:
+def _report(folder: OwnedFolder, results: dict[str, Any], timing_doc: dict[str, Any]) -> None:
     from pmark_impl.evaluate._report import write_report
 
-    timing_doc = json.loads((out / "timing.json").read_text(encoding="utf-8"))
-    write_report(results, out, timing=timing_doc)
+    write_report(results, folder, timing=timing_doc)

@@ -1,8 +1,15 @@
 """The proxy report: ``report.md``, ``results.json`` and ``figures/*.png``, written atomically.
 
 The report is rendered from the saved result dict (``ProxyValidation.to_dict()``, the content of
-``results.json``): it never recomputes a law. An existing non-empty directory is never overwritten unless
-``force=True``.
+``results.json``): it never recomputes a law.
+
+The report directory is a folder the toolkit owns (:mod:`pmark_theory._owned`, kind :data:`PROXY_KIND`): a new or
+empty directory, or a proxy report written by pmark. An existing report is replaced only with ``force=True``, and
+then only the files listed in its manifest are deleted (a file the user added survives); a non-empty directory that
+is not a proxy report is refused even with ``force``. A report of the previous version (no marker) is adopted
+only when it holds nothing but ``results.json`` (a ``{"meta", "result"}`` document of a proxy validation),
+``report.md`` and ``figures/*.png`` (:data:`LEGACY_PROXY_REPORT`). The directory's ``.lock`` is held while it is
+written.
 """
 
 from __future__ import annotations
@@ -12,13 +19,62 @@ import json
 from pathlib import Path
 from typing import Any
 
-from proofs_checks._io import write_bytes_atomic, write_json_atomic, write_text_atomic
+from pmark_theory._json import loads_strict
+from pmark_theory._owned import FolderError, LegacyLayout, claim_folder, probe_folder
+from proofs_checks._cli_common import LOCK_NAME, OutputInUseError, OutputLock
+from proofs_checks._io import json_bytes, write_owned
 from proofs_checks.validate._plots import FIGURES, _f, figures_for
 from proofs_checks.validate._results import ProxyValidation
 
-__all__ = ["FIGURES_DIR", "render_markdown", "write_proxy_report"]
+__all__ = [
+    "FIGURES_DIR",
+    "LEGACY_PROXY_REPORT",
+    "PROXY_KIND",
+    "check_report_dir",
+    "render_markdown",
+    "write_proxy_report",
+]
 
 FIGURES_DIR = "figures"
+#: The kind of a proxy report folder (see :mod:`pmark_theory._owned`).
+PROXY_KIND = "pmark proxy report"
+
+
+def _old_results(data: bytes) -> bool:
+    doc = loads_strict(data, "results.json")
+    result = doc.get("result") if isinstance(doc, dict) else None
+    return (
+        set(doc) == {"meta", "result"} and isinstance(result, dict) and "name" in result and "kind" in result
+    )
+
+
+#: What ``pmark validate-proxy`` wrote before report folders had a marker.
+LEGACY_PROXY_REPORT = LegacyLayout(
+    sentinel="results.json",
+    files=(r"results\.json", r"report\.md", r"figures/[^/]+\.png"),
+    dirs=("figures/",),
+    accepts=_old_results,
+    description="a proxy report of an earlier pmark version",
+)
+
+
+def check_report_dir(out_dir: Path | str, force: bool, *, what: str = "folder") -> str:
+    """Refuse ``out_dir`` early, writing nothing: not a proxy report, or one that exists and not ``force``.
+
+    Returns:
+      The folder's state (see :func:`pmark_theory._owned.probe_folder`).
+
+    Raises:
+      NotOwnedError: a non-empty folder that is not a proxy report (``force`` does not change that).
+      FileExistsError: a proxy report exists there and ``force`` is false.
+    """
+    state = probe_folder(out_dir, PROXY_KIND, ignore=(LOCK_NAME,), legacy=LEGACY_PROXY_REPORT, what=what)
+    if state in ("owned", "legacy") and not force:
+        flag = "--force" if what.startswith("--") else "force=True"
+        raise FileExistsError(
+            f"{what} {out_dir} already holds a proxy report; pass {flag} to replace it or choose another {what}"
+        )
+    return state
 
 
 def _num(x: Any, fmt: str = ".4f") -> str:
@@ -270,30 +326,41 @@ def write_proxy_report(
     """Write ``figures/*.png``, ``results.json`` and ``report.md`` (each atomically) and return the report path.
 
     Args:
-      out_dir: report directory (created).
+      out_dir: report directory (created; see the module docstring for which directories are accepted).
       result: a :class:`ProxyValidation` or its saved dict (``results.json``'s ``"result"``).
-      force: overwrite an existing non-empty directory.
+      force: replace an existing proxy report (only the files it lists).
       meta: extra information stored in ``results.json`` (e.g. the command line).
 
     Returns:
       Path of ``report.md``.
 
     Raises:
-      FileExistsError: ``out_dir`` exists, is not empty and ``force`` is false (or it is a file).
+      FileExistsError: ``out_dir`` holds a proxy report and ``force`` is false.
+      NotOwnedError: ``out_dir`` is a file, or a non-empty directory that is not a proxy report (even with
+        ``force``).
+      FolderError: another run is writing ``out_dir``.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise FileExistsError(
-            f"{out} already exists and is not empty; pass force=True (--force) or choose another directory"
-        )
+    check_report_dir(out, force)  # before the lock file is created
     r = result.to_dict() if isinstance(result, ProxyValidation) else json.loads(json.dumps(result))
-    figures: dict[str, str] = {}
-    for name in figures_for(r):
-        write_bytes_atomic(out / FIGURES_DIR / f"{name}.png", _render_png(name, r))
-        figures[name] = f"{FIGURES_DIR}/{name}.png"
-    write_json_atomic(out / "results.json", {"meta": meta or {}, "result": r})
-    report = out / "report.md"
-    write_text_atomic(report, render_markdown(r, figures))
-    return report
+    lock = OutputLock(out)
+    try:
+        lock.acquire()
+    except OutputInUseError as exc:
+        raise FolderError(str(exc)) from None
+    try:
+        check_report_dir(out, force)  # again, now that no other run can change it
+        folder = claim_folder(
+            out, PROXY_KIND, tool="pmark validate-proxy", ignore=(LOCK_NAME,), legacy=LEGACY_PROXY_REPORT
+        )
+        if force:
+            folder.clear()
+        folder.remove_debris()
+        figures: dict[str, str] = {}
+        for name in figures_for(r):
+            write_owned(folder, f"{FIGURES_DIR}/{name}.png", _render_png(name, r))
+            figures[name] = f"{FIGURES_DIR}/{name}.png"
+        write_owned(folder, "results.json", json_bytes({"meta": meta or {}, "result": r}))
+        return write_owned(folder, "report.md", render_markdown(r, figures).encode("utf-8"))
+    finally:
+        lock.release()

@@ -29,7 +29,7 @@ import numpy as np
 from pmark_theory._validate import PMarkValueError
 from proofs_checks.validate._battery import DEFAULT_ETAS, DEFAULT_N_CANDIDATES, DEFAULT_T, validate_proxy
 from proofs_checks.validate._proxies import BUILTIN_PROXIES, PROXY_KINDS, Proxy, builtin_proxy, make_proxy
-from proofs_checks.validate._report import write_proxy_report
+from proofs_checks.validate._report import check_report_dir, write_proxy_report
 
 __all__ = ["SYNTHETIC_FIELDS", "main", "parse_synthetic", "read_corpus", "resolve_proxy"]
 
@@ -207,8 +207,7 @@ def _run(argv: list[str] | None, encoder_factory: Callable[..., Any] | None) -> 
     key = jax.random.key(args.seed)
     k_data, k_proxy, k_run = jax.random.split(key, 3)
     out = args.out
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
-        raise UsageError(f"--out {out} already exists and is not empty; pass --force or choose another --out")
+    check_report_dir(out, args.force, what="--out")  # a foreign folder is refused even with --force
     if args.corpus is not None:
         sentences = read_corpus(args.corpus)
         if encoder_factory is None:

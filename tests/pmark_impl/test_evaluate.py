@@ -303,8 +303,9 @@ def test_folder_rules(capsys, tmp_path, prompts, models):
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
     small = ("--prompts", str(prompts), *SMALL)
-    assert "holds no evaluation" in _fails(capsys, theirs, *small)
-    assert (theirs / "notes.txt").read_text() == "mine"
+    err = _fails(capsys, theirs, *small)
+    assert "is not a pmark evaluation" in err and "--force" not in err
+    assert os.listdir(theirs) == ["notes.txt"] and (theirs / "notes.txt").read_text() == "mine"
     out = tmp_path / "out"
     assert cli.main(["evaluate", "--out", str(out), "--quiet", *small]) == 0
     first = (out / "results.json").read_bytes()

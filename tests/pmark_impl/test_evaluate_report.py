@@ -7,6 +7,7 @@ the saved values, never recompute them); the figures' data are read back from th
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 
@@ -25,6 +26,7 @@ from pmark_impl.evaluate._figures import (
 )
 from pmark_impl.evaluate._report import render_report, write_report
 from pmark_theory._files import UserFileError
+from pmark_theory._owned import MARKER_NAME, NotOwnedError
 from pmark_theory._validate import PMarkValueError
 
 matplotlib.use("Agg")
@@ -349,7 +351,9 @@ def test_write_figures_only_with_data(tmp_path):
     before = plt.get_fignums()
     names = write_figures(_results(), tmp_path / "figs")
     assert names == FIGURE_NAMES
-    assert sorted(os.listdir(tmp_path / "figs")) == sorted(names)  # no temporary files left
+    # no temporary files left; the folder's marker lists exactly the figures (pmark_theory._owned)
+    assert sorted(os.listdir(tmp_path / "figs")) == sorted([*names, MARKER_NAME])
+    assert json.loads((tmp_path / "figs" / MARKER_NAME).read_text())["files"] == sorted(names)
     for n in names:
         assert (tmp_path / "figs" / n).read_bytes()[:8] == PNG_MAGIC
     assert plt.get_fignums() == before  # nothing left open in pyplot
@@ -371,7 +375,8 @@ def test_write_report_atomic_and_rerunnable(tmp_path):
     write_report(res2, tmp_path / "out", TIMING)  # overwrites its own files
     md2 = path.read_text(encoding="utf-8")
     assert "50.0% [18.7, 81.3]" in md2 and md2 != md
-    assert sorted(os.listdir(tmp_path / "out")) == ["figures", "report.md"]  # no temporary files left
+    # no temporary files left: the report, its figures and the folder's marker
+    assert sorted(os.listdir(tmp_path / "out")) == [MARKER_NAME, "figures", "report.md"]
 
 
 def test_write_report_never_follows_a_link(tmp_path):
@@ -380,8 +385,15 @@ def test_write_report_never_follows_a_link(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("keep")
     (out / "report.md").symlink_to(victim)
-    with pytest.raises(UserFileError):
+    with pytest.raises(NotOwnedError):  # a folder pmark did not write: refused before anything is written
         write_report(_results(), out)
+    assert victim.read_text() == "keep" and os.listdir(out) == ["report.md"]
+    ours = tmp_path / "ours"
+    write_report(_results(), ours)
+    (ours / "report.md").unlink()
+    (ours / "report.md").symlink_to(victim)  # a listed file replaced by a link: never followed nor replaced
+    with pytest.raises(UserFileError):
+        write_report(_results(), ours)
     assert victim.read_text() == "keep"
     with pytest.raises(PMarkValueError):
         write_report({"schema": "x"}, tmp_path / "never")

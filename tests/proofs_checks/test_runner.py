@@ -148,7 +148,9 @@ def test_cli_refuses_a_foreign_directory_and_bad_options(toy_checks, tmp_path, c
     foreign.mkdir()
     (foreign / "notes.txt").write_text("user data")
     assert cli.main(["--only", "TOY1", "--out", str(foreign), "--no-progress"]) == 2
-    assert "not a pmark report" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a pmark check report" in err
+    assert "--force" not in err  # --force would not help: it is never suggested
     assert (foreign / "notes.txt").read_text() == "user data"
     assert cli.main(["--only", "NOPE", "--out", str(tmp_path / "x")]) == 2
     assert cli.main(["--budget", "0", "--out", str(tmp_path / "x")]) == 2
