@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,30 @@ __all__ = ["add_calibrate_parser", "cmd_calibrate", "format_report"]
 #: The files ``--report DIR`` holds, in the order they are written.
 _REPORT_FILES = ("report.json", "report.md", "calibration.png")
 _REPORT_ROLES = ("file", "page", "figure")
+#: The ownership kind of a ``--report`` folder (:mod:`pmark_theory._owned`).
+REPORT_KIND = "pmark calibration report"
+
+
+def _old_report(data: bytes) -> bool:
+    """Does ``report.json`` hold what an earlier ``pmark calibrate --report`` wrote (its ``before``/``after``)?"""
+    from pmark_theory._json import loads_strict
+
+    try:
+        doc = loads_strict(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and {"before", "after"} <= doc.keys()
+
+
+def _legacy_report() -> Any:
+    from pmark_theory._owned import LegacyLayout
+
+    return LegacyLayout(
+        sentinel="report.json",
+        files=tuple(re.escape(name) for name in _REPORT_FILES),
+        accepts=_old_report,
+        description="a calibration report of an earlier pmark version",
+    )
 
 
 def add_calibrate_parser(
@@ -150,7 +175,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._keys import load_key, save_key
     from pmark_impl._steps import embed
-    from pmark_theory._files import write_atomic
+    from pmark_theory._lock import LOCK_NAME, OutputLock
+    from pmark_theory._owned import claim_folder, probe_folder
 
     report_dir = Path(args.report) if args.report else None
     report_files = [report_dir / name for name in _REPORT_FILES] if report_dir is not None else []
@@ -161,6 +187,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args.force,
         creates=[report_dir] if report_dir is not None else [],
     )
+    legacy = _legacy_report()
+    if report_dir is not None:  # a folder that is not a calibration report is refused, --force or not
+        probe_folder(report_dir, REPORT_KIND, ignore=(LOCK_NAME,), legacy=legacy, what="--report")
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     if args.corpus == "builtin":
         documents, corpus = builtin_documents(), "builtin"
@@ -194,16 +223,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     status, reason = fpr_verdict(report)
     report["verdict"] = [status, reason]
     if report_dir is not None:
-        with output_errors(report_dir, "report folder"):
-            report_dir.mkdir(parents=True, exist_ok=True)
         contents = (
             (json.dumps(report, indent=2) + "\n").encode(),
             format_report(report).encode(),
             _figure(report),
         )
-        for path, data in zip(report_files, contents, strict=True):
-            with output_errors(path, "report file"):
-                write_atomic(path, data, force=args.force, what="report file")
+        with output_errors(report_dir, "report folder"), OutputLock(report_dir):
+            folder = claim_folder(
+                report_dir, REPORT_KIND, tool="pmark calibrate", ignore=(LOCK_NAME,), legacy=legacy
+            )
+            folder.remove_debris()
+            for name, data in zip(_REPORT_FILES, contents, strict=True):
+                folder.write(name, data)  # replaces only the files of ours (check_paths ran --force's rule)
     if status == "refuse" and not args.accept_high_fpr:
         raise CLIError(f"{reason} (no key written; --accept-high-fpr writes it anyway)")
     if status != "ok":

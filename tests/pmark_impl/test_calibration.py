@@ -597,7 +597,11 @@ def test_calibrate_key_centre_counts_and_report(synthetic):
         assert abs(a_j - 0.5) < abs(b_j - 0.5)
         assert b_j > 0.9
     assert report["before"]["centring"] == "none" and report["after"]["centring"] == "context"
-    assert set(report["before"]["fpr"]) == {"hard"} and set(report["after"]["fpr"]) == {"hard", "per_key"}
+    assert set(report["before"]["fpr"]) == {"hard", "soft"}
+    assert set(report["after"]["fpr"]) == {"hard", "per_key", "soft", "soft_per_key"}
+    # The band counts refine the sign counts: they sum over the magnitude bands to n_positive and n_total.
+    assert np.asarray(cal.band_positive).sum(axis=1).tolist() == list(cal.n_positive)
+    assert np.asarray(cal.band_total).sum(axis=1).tolist() == [cal.n_total] * key.channels
     # FPR entries: rate = rejected / n, with the exact Clopper–Pearson interval around it.
     for when in ("before", "after"):
         for test, by_alpha in report[when]["fpr"].items():
@@ -752,6 +756,35 @@ def test_cli_calibrate_writes_a_new_calibrated_key_and_a_report(tmp_path, capsys
     _one_error_line(capsys.readouterr().err, f"key file {new} already exists", "--force")
     assert calls["encoder"] == ["fake-encoder"] and not any(fresh.glob("*"))
     assert new.read_bytes() == written
+
+
+def test_cli_calibrate_report_folder_is_ours_or_refused(tmp_path, capsys, cli_setup):
+    """``--report DIR`` (issue 24): a folder of the user's is refused even with --force and left byte-identical;
+    a report folder of ours is replaced with --force, a user's file added inside it survives."""
+    calls, _, key_path, corpus = cli_setup
+    mine = tmp_path / "mine"
+    (mine / "figures").mkdir(parents=True)
+    (mine / "report.md").write_text("my notes\n")
+    (mine / "figures" / "chart.png").write_bytes(b"png")
+    base = ["calibrate", str(key_path), "--corpus", str(corpus), "--force"]
+    assert cli.main([*base, "--out", str(tmp_path / "a.json"), "--report", str(mine)]) == 2
+    _one_error_line(capsys.readouterr().err, str(mine))
+    assert (mine / "report.md").read_text() == "my notes\n" and (
+        mine / "figures" / "chart.png"
+    ).read_bytes() == b"png"
+    assert sorted(p.name for p in mine.rglob("*")) == ["chart.png", "figures", "report.md"]
+    assert calls["encoder"] == [] and not (tmp_path / "a.json").exists()  # refused before any work
+    rep = tmp_path / "rep"
+    assert cli.main([*base, "--out", str(tmp_path / "b.json"), "--report", str(rep)]) == 0, (
+        capsys.readouterr().err
+    )
+    (rep / "notes.txt").write_text("kept\n")
+    first = (rep / "report.json").read_bytes()
+    (rep / "report.json").write_bytes(b"{}")  # replaced by the next run, since it is one of ours
+    assert cli.main([*base, "--out", str(tmp_path / "b.json"), "--report", str(rep)]) == 0, (
+        capsys.readouterr().err
+    )
+    assert (rep / "report.json").read_bytes() == first and (rep / "notes.txt").read_text() == "kept\n"
 
 
 @pytest.mark.parametrize(
