@@ -91,6 +91,15 @@ class KeyCentroids:
         _check_count(*v.shape)
         if not np.all(np.isfinite(v)):
             raise PMarkValueError("centroid values must be finite numbers")
+        big = np.abs(v).max(
+            axis=1
+        )  # checked first: the norm of a row holding 1e200 overflows (RuntimeWarning)
+        if np.any(big > 1.0 + UNIT_NORM_ATOL):
+            j = int(np.argmax(big))
+            raise PMarkValueError(
+                f"centroids must have unit norm (within {UNIT_NORM_ATOL:g}): row {j} has an entry of magnitude "
+                f"{float(big[j])!r}"
+            )
         norms = np.linalg.norm(v, axis=1)
         if np.any(np.abs(norms - 1.0) > UNIT_NORM_ATOL):
             j = int(np.argmax(np.abs(norms - 1.0)))

@@ -10,12 +10,20 @@ import argparse
 from collections.abc import Callable, Mapping
 
 from pmark_impl._cli_util import MAX_SEED, OneLineArgumentParser, float_type, int_type
+from pmark_impl._limits import (
+    MAX_CANDIDATES,
+    MAX_CHANNELS,
+    MAX_CLUSTERS,
+    MAX_LSH_DIM,
+    MAX_OFFLINE_BATCH,
+    MAX_SENTENCES,
+    MAX_TRIALS,
+)
 
 __all__ = ["DEFAULT_N_CANDIDATES", "MAX_CANDIDATES", "MAX_SENTENCES", "build_parser", "default_n_candidates"]
 
-#: Upper bounds of command-line counts (sane limits; larger values are typos).
-MAX_CANDIDATES = 1 << 16
-MAX_SENTENCES = 10_000
+# Upper bounds of command-line counts: pmark_impl._limits, the same bounds a provenance record obeys (and
+# ``pmark evaluate``), so that no command accepts a value another refuses or the machine cannot run.
 
 
 def _version() -> str:
@@ -28,7 +36,7 @@ def _version() -> str:
         return "unknown"
 
 
-_CHANNELS = int_type(1, 64)
+_CHANNELS = int_type(1, MAX_CHANNELS)
 _SEED = int_type(0, MAX_SEED, rule=f"an integer in 0..2**63-1 = 0..{MAX_SEED}")
 _CANDIDATES = int_type(1, MAX_CANDIDATES)
 _SENTENCES = int_type(1, MAX_SENTENCES)
@@ -85,7 +93,7 @@ def build_parser(
 
     Errors are one line (:class:`~pmark_impl._cli_util.OneLineArgumentParser`); every number is range-checked.
     """
-    from pmark_impl._keys import MAX_KEY_CHANNELS, MAX_KEY_DIM
+    from pmark_impl._keys import MAX_KEY_CHANNELS, MAX_KEY_DIM, MAX_SEED_WINDOW
 
     parser = OneLineArgumentParser(prog="pmark", description="PMark semantic watermarking on a real LLM.")
     parser.add_argument("--version", action="version", version=f"pmark {_version()}")
@@ -117,10 +125,10 @@ def build_parser(
     )
     p.add_argument(
         "--seed-window",
-        type=int_type(1, 64),
+        type=int_type(1, MAX_SEED_WINDOW),
         default=1,
         metavar="W",
-        help="context seeding window (default 1)",
+        help=f"context seeding window, 1..{MAX_SEED_WINDOW} (default 1)",
     )
     p.add_argument(
         "--centroid-corpus",
@@ -190,17 +198,18 @@ def build_parser(
         src = "" if generating else "the record's, else "
         p.add_argument(
             "--lsh-dim",
-            type=int_type(1, 31),
+            type=int_type(1, MAX_LSH_DIM),
             default=dflt(3),
             metavar="h",
-            help=f"semstamp: LSH hyperplanes h, M = 2^h cells, 1..31 (default {src}3)",
+            help=f"semstamp: LSH hyperplanes h, M = 2^h cells, 1..{MAX_LSH_DIM} (default {src}3)",
         )
         p.add_argument(
             "--n-clusters",
-            type=int_type(2, 1 << 16),
+            type=int_type(2, MAX_CLUSTERS),
             default=None,
             metavar="k",
-            help=f"ksemstamp: cells k (default: {src}the k of the key's fitted centroids, else 8)",
+            help=f"ksemstamp: cells k, 2..{MAX_CLUSTERS} (default: {src}the k of the key's fitted centroids, "
+            "else 8)",
         )
         p.add_argument(
             "--gamma",
@@ -211,18 +220,19 @@ def build_parser(
         if generating:
             p.add_argument(
                 "--max-trials",
-                type=int_type(1, 1 << 16),
+                type=int_type(1, MAX_TRIALS),
                 default=16,
                 metavar="R",
-                help="semstamp/ksemstamp: batches of N drawn at most before the uniform fallback (default 16)",
+                help=f"semstamp/ksemstamp: batches of N drawn at most before the uniform fallback, 1..{MAX_TRIALS} "
+                "(default 16)",
             )
             p.add_argument(
                 "--offline-batch",
-                type=int_type(1, MAX_CANDIDATES),
+                type=int_type(1, MAX_OFFLINE_BATCH),
                 default=16,
                 metavar="B",
-                help="offline: candidates per sampler call; the context is prefilled once per sentence "
-                "(default 16: the fastest per sentence measured on SmolLM2; 1 draws the fewest tokens)",
+                help=f"offline: candidates per sampler call, 1..{MAX_OFFLINE_BATCH}; the context is prefilled once "
+                "per sentence (default 16: the fastest per sentence measured on SmolLM2; 1 draws the fewest tokens)",
             )
 
     modes = ["online", "offline", "semstamp", "ksemstamp", "simmark"]
@@ -309,7 +319,13 @@ def build_parser(
     p.add_argument(
         "--n", type=_CANDIDATES, default=16, metavar="N", help="candidates per sentence (default 16)"
     )
-    p.add_argument("--channels", type=_CHANNELS, default=4, metavar="b", help="channels b, 1..64 (default 4)")
+    p.add_argument(
+        "--channels",
+        type=_CHANNELS,
+        default=4,
+        metavar="b",
+        help=f"channels b, 1..{MAX_CHANNELS} (default 4)",
+    )
     p.add_argument("--seed", type=_SEED, default=0, help="seed of the in-memory key and of sampling")
     p.add_argument("--model", default=None, help="language model (default: offline SmolLM2-135M-Instruct)")
     p.add_argument("--encoder", default=None, help="sentence encoder (default: offline all-MiniLM-L6-v2)")
@@ -334,7 +350,7 @@ def build_parser(
         type=_CANDIDATES,
         default=None,
         metavar="N",
-        help="online: candidates resampled per sentence (default: the record's N, else 16)",
+        help=f"online: candidates resampled per sentence, 1..{MAX_CANDIDATES} (default: the record's N, else 16)",
     )
     p.add_argument(
         "--provenance",

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pmark_impl._segment import TERMINAL_MARKS, split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
+from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
 __all__ = [
@@ -231,17 +232,25 @@ def jsonl_objects(text: str, label: str) -> Iterator[tuple[int, dict]]:
     """``(line number, object)`` of each non-blank line of a JSON Lines text; ``label`` names the file in errors.
 
     Raises:
-      UserFileError: a line that is not JSON, nested too deeply, or not a JSON object (one line, with its number).
+      UserFileError: a line that is not JSON, nested too deeply, repeats a member name, holds ``NaN`` or
+        ``Infinity``, or is not a JSON object (one line, with its number).
     """
     for lineno, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserFileError(f"{label}, line {lineno}: malformed JSON ({exc.msg})") from None
-        except RecursionError:
-            raise UserFileError(f"{label}, line {lineno}: JSON nested too deeply") from None
+        try:  # strict: a repeated member ({"text": "a", "text": "b"}) or NaN/Infinity is refused
+            obj = loads_strict(line, f"{label}, line {lineno}")
+        except JSONFormatError as exc:
+            bad = exc.__context__
+            if isinstance(bad, json.JSONDecodeError):
+                raise UserFileError(f"{label}, line {lineno}: malformed JSON ({bad.msg})") from None
+            if isinstance(bad, RecursionError):
+                raise UserFileError(f"{label}, line {lineno}: JSON nested too deeply") from None
+            raise UserFileError(str(exc)) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise UserFileError(
+                f"{label}, line {lineno}: malformed JSON ({str(exc).split(':')[0]})"
+            ) from None
         if not isinstance(obj, dict):
             raise UserFileError(f"{label}, line {lineno}: expected a JSON object, got {type(obj).__name__}")
         yield lineno, obj

@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from pmark_impl._calibration import calibration_from_json
 from pmark_impl._centroids import centroids_from_json
+from pmark_impl._user_json import parse_user_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
+from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
 
 if TYPE_CHECKING:
@@ -29,11 +31,17 @@ __all__ = [
     "KEY_FORMAT",
     "KEY_VERSION",
     "KEY_VERSIONS",
+    "MAX_ENCODER_NAME",
     "MAX_KEY_CHANNELS",
     "MAX_KEY_DIM",
+    "MAX_SEED_WINDOW",
     "SECRET_BYTES",
+    "SEEDINGS",
     "KeyFileError",
+    "check_encoder_name",
     "check_key_shape",
+    "check_seeding",
+    "key_from_document",
     "load_key",
     "save_key",
 ]
@@ -49,10 +57,55 @@ _MAX_KEY_FILE_BYTES = 1 << 21
 #: Bounds of a key *file* (:func:`check_key_shape`): encoder dimension ``d`` and channels ``b``.
 MAX_KEY_DIM = 1 << 16
 MAX_KEY_CHANNELS = 64
+#: The longest encoder name a key records (:func:`check_encoder_name`).
+MAX_ENCODER_NAME = 1024
+#: Where a key's bits come from (:func:`check_seeding`), and the longest context-seeding window.
+SEEDINGS = ("position", "context")
+MAX_SEED_WINDOW = 64
 
 
-class KeyFileError(ValueError):
+class KeyFileError(PMarkValueError):
     """A key file is missing, unreadable, corrupt, of another format/version, or does not fit the encoder."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The rules of a key's fields: ONE function per field, applied by the constructor (``WatermarkKey``), by
+# ``save_key`` and by ``load_key`` alike, so that what is written is what is read back.
+# --------------------------------------------------------------------------------------------------------------
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def check_encoder_name(name: Any) -> str:
+    """The encoder name a key records: a non-empty printable string of at most 1024 characters.
+
+    Printable as ``str.isprintable``: no newline, tab, control or format character, no lone surrogate and no
+    separator but the ASCII space. One rule for keys made in memory, written and read.
+
+    Raises:
+      PMarkValueError: anything else (the message shows the start of the name).
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_ENCODER_NAME or not name.isprintable():
+        got = _shown(name) if isinstance(name, str) else type(name).__name__
+        raise PMarkValueError(
+            f"encoder must be a non-empty printable string of at most {MAX_ENCODER_NAME} characters (the "
+            f"encoder's name: no newline, tab or other control character), got {got}"
+        )
+    return name
+
+
+def check_seeding(mode: Any, window: Any) -> tuple[str, int]:
+    """A key's seeding mode (``"position"`` or ``"context"``) and context window ``w`` in ``1..64``.
+
+    Raises:
+      PMarkValueError: another mode, or a window that is not an integer in ``1..64`` (bools refused).
+    """
+    if not isinstance(mode, str) or mode not in SEEDINGS:
+        raise PMarkValueError(f"seeding must be 'position' or 'context', got {_shown(mode)}")
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_SEED_WINDOW:
+        raise PMarkValueError(f"seed_window must be an integer in 1..{MAX_SEED_WINDOW}, got {_shown(window)}")
+    return mode, window
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -78,10 +131,13 @@ def check_key_shape(dim: Any, channels: Any) -> tuple[int, int]:
 
 
 def _key_to_json(key: WatermarkKey) -> str:
+    # every field that differs from the default is written (a position-seeded key's window too), so the key
+    # read back is equal to the key written
+    default_seeding = (key.seeding, key.seed_window) == ("position", 1)
     doc: dict[str, Any] = {
         "format": KEY_FORMAT,
         "version": 1
-        if key.calibration is None and key.seeding == "position" and key.fitted_centroids is None
+        if key.calibration is None and default_seeding and key.fitted_centroids is None
         else KEY_VERSION,
         "encoder": key.encoder,
         "dim": key.dim,
@@ -90,11 +146,20 @@ def _key_to_json(key: WatermarkKey) -> str:
     }
     if key.calibration is not None:
         doc["calibration"] = key.calibration.to_json_dict()
-    if key.seeding != "position":
+    if not default_seeding:
         doc["seeding"] = {"mode": key.seeding, "window": key.seed_window}
     if key.fitted_centroids is not None:
         doc["centroids"] = key.fitted_centroids.to_json_dict()
     return json.dumps(doc, indent=2) + "\n"
+
+
+def _file_path(path: Any) -> Path:
+    """``path`` as a :class:`Path`, refusing what cannot name a key file (bytes, ``None``, numbers, ``""``, NUL)."""
+    fs = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(fs, str) or not fs or "\0" in fs:
+        got = _shown(fs) if isinstance(fs, str) else type(path).__name__
+        raise KeyFileError(f"a key file path must be a non-empty str or os.PathLike of str, got {got}")
+    return Path(fs)
 
 
 def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = False) -> Path:
@@ -103,7 +168,8 @@ def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = F
     The file is written to a temporary file in the same folder and moved into place, so a crash never leaves
     a half-written key. Without ``force`` an existing file is never replaced (the move is a hard link, which
     fails if the target exists); with ``force`` only a regular file is replaced — a device node, FIFO,
-    directory or symbolic link never is.
+    directory or symbolic link never is. Before anything is written, the document is checked by
+    :func:`key_from_document`, the very check :func:`load_key` applies: every key file written loads back.
 
     Args:
       key: the key (its shape must pass :func:`check_key_shape`).
@@ -115,15 +181,23 @@ def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = F
 
     Raises:
       FileExistsError: ``path`` exists and ``force`` is false.
-      KeyFileError: ``path`` exists and is not a regular file, its folder does not exist, or the key's shape
-        is out of the key-file bounds.
+      KeyFileError: ``key`` is not a ``WatermarkKey``; ``path`` is not a text path, exists and is not a regular
+        file, or its folder does not exist; the key breaks a key-file rule (shape out of bounds, too large).
       OSError: the folder is not writable.
     """
+    from pmark_impl._keys import WatermarkKey  # here, not at the top: _keys imports this module
+
+    if not isinstance(key, WatermarkKey):
+        raise KeyFileError(f"key must be a WatermarkKey, got {type(key).__name__}")
+    path = _file_path(path)
     try:
-        check_key_shape(key.dim, key.channels)
-    except PMarkValueError as exc:
+        text = _key_to_json(key)
+        key_from_document(loads_strict(text, "the key"), path)  # the reader's own check, before any write
+    except (KeyFileError, JSONFormatError) as exc:
         raise KeyFileError(f"cannot write key file {path}: {exc}") from None
-    raw = _key_to_json(key).encode("utf-8")
+    except ValueError as exc:  # an integer too long for JSON (more than 4300 digits)
+        raise KeyFileError(f"cannot write key file {path}: {str(exc).split(':')[0]}") from None
+    raw = text.encode("utf-8")
     if len(raw) > _MAX_KEY_FILE_BYTES:
         raise KeyFileError(
             f"cannot write key file {path}: {len(raw)} bytes exceed the key file limit of {_MAX_KEY_FILE_BYTES} "
@@ -136,12 +210,7 @@ def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = F
 
 
 _FIELDS = ("format", "version", "encoder", "dim", "channels", "secret")
-_MAX_ENCODER_NAME = 1024
 _HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
 
 
 def _field(doc: dict, name: str, kind: type, path: Path) -> Any:
@@ -155,7 +224,7 @@ def _field(doc: dict, name: str, kind: type, path: Path) -> Any:
     return value
 
 
-def _parse_key_document(raw: bytes, path: Path) -> dict:
+def _parse_key_document(raw: bytes, path: Path) -> Any:
     try:
         text = raw.decode("utf-8-sig")  # a leading UTF-8 byte-order mark is accepted
     except UnicodeDecodeError as exc:
@@ -164,16 +233,41 @@ def _parse_key_document(raw: bytes, path: Path) -> dict:
         ) from None
     if not text.strip():
         raise KeyFileError(f"key file {path} is empty")
+    # strict: a repeated member (two "secret"s) or NaN/Infinity is refused, never resolved silently
+    return parse_user_json(text, f"key file {path}", KeyFileError)
+
+
+def _seeding(doc: Any) -> tuple[str, int]:
+    if not isinstance(doc, dict) or set(doc) != {"mode", "window"}:
+        raise PMarkValueError("'seeding' must be an object with exactly the fields 'mode' and 'window'")
     try:
-        doc = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise KeyFileError(
-            f"key file {path} is corrupt (invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg})"
-        ) from None
-    except RecursionError:
-        raise KeyFileError(f"key file {path} is corrupt (JSON nested too deeply)") from None
-    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4300 digits
-        raise KeyFileError(f"key file {path} is corrupt ({str(exc).split(':')[0]})") from None
+        return check_seeding(doc["mode"], doc["window"])
+    except PMarkValueError as exc:
+        raise PMarkValueError(f"'seeding': {exc}") from None
+
+
+def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> WatermarkKey:
+    """The key a parsed key-file document describes: THE check of key files, applied on reading and writing.
+
+    The document must have exactly the fields ``format`` (``"pmark-key"``), ``version`` (1 or 2), ``encoder``
+    (:func:`check_encoder_name`), ``dim`` and ``channels`` (integers, not bools, within
+    :func:`check_key_shape`) and ``secret`` (64 hexadecimal digits); version 2 may add ``calibration``,
+    ``seeding`` (``{"mode", "window"}``, :func:`check_seeding`) and ``centroids`` (``centroids.d`` equal to
+    ``dim``, ``k`` rows of ``d`` finite numbers, unit norm, distinct). The key is then built by
+    :class:`~pmark_impl._keys.WatermarkKey`, whose constructor applies the same field rules.
+    :func:`save_key` runs this on the document it is about to write, :func:`load_key` on the one it read.
+
+    Args:
+      doc: the parsed JSON value.
+      path: the file's name, for messages.
+
+    Returns:
+      The key.
+
+    Raises:
+      KeyFileError: a rule is broken (the message names the file and the field, never the secret).
+    """
+    path = Path(os.fspath(path))
     if not isinstance(doc, dict) or doc.get("format") != KEY_FORMAT:
         raise KeyFileError(f'{path} is not a PMark key file (expected "format": "{KEY_FORMAT}")')
     version = doc.get("version")
@@ -186,64 +280,15 @@ def _parse_key_document(raw: bytes, path: Path) -> dict:
     unknown = sorted(str(k)[:40] for k in doc if k not in fields)
     if unknown:
         raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
-    return doc
-
-
-def _seeding(doc: Any) -> tuple[str, int]:
-    if not isinstance(doc, dict) or set(doc) != {"mode", "window"}:
-        raise PMarkValueError("'seeding' must be an object with exactly the fields 'mode' and 'window'")
-    if doc["mode"] not in ("position", "context"):
-        raise PMarkValueError("'seeding.mode' must be 'position' or 'context'")
-    w = doc["window"]
-    if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 64:
-        raise PMarkValueError("'seeding.window' must be an integer in 1..64")
-    return doc["mode"], w
-
-
-def load_key(
-    path: str | os.PathLike[str], expected_dim: int | None = None, *, allow_insecure: bool = False
-) -> WatermarkKey:
-    """Read a JSON key file written by :func:`save_key`.
-
-    At most 2 MiB are read, only from a regular file (symbolic links resolved); the document must have
-    exactly the fields ``format`` (``"pmark-key"``), ``version`` (1), ``encoder`` (a printable string),
-    ``dim`` and ``channels`` (integers, not bools, within :func:`check_key_shape`) and ``secret``
-    (64 hexadecimal digits); version 2 may add ``calibration``, ``seeding`` and ``centroids`` (checked:
-    ``centroids.d`` equal to ``dim``, ``k`` rows of ``d`` finite numbers, unit norm, distinct). A leading UTF-8
-    byte-order mark is accepted; ``NaN``/``Infinity`` are not.
-
-    Args:
-      path: the key file.
-      expected_dim: the dimension of the encoder that will be used; a different ``dim`` in the file raises.
-      allow_insecure: accept a key file that group or others may access (mode ``& 0o077 != 0``). By default
-        such a file is refused: the secret may already be known to other users (fix: ``chmod 600 KEY``).
-
-    Returns:
-      The key.
-
-    Raises:
-      KeyFileError: the file is missing or unreadable, not a regular file, too large, not valid UTF-8 JSON,
-        not a ``pmark-key`` file, of an unsupported version, has a malformed secret or fields (stored
-        centroids of the wrong dimension, non-finite, not unit or corrupt included), its ``dim``
-        differs from ``expected_dim``, or it is accessible by group/others without ``allow_insecure``.
-        Messages never contain the secret.
-    """
-    path = Path(path)
-    raw, st = read_bounded(path, limit=_MAX_KEY_FILE_BYTES, what="key file", error=KeyFileError)
-    doc = _parse_key_document(raw, path)
     encoder = _field(doc, "encoder", str, path)
-    if not encoder or len(encoder) > _MAX_ENCODER_NAME or not encoder.isprintable():
-        raise KeyFileError(
-            f"key file {path}: field 'encoder' must be a non-empty printable string of at most "
-            f"{_MAX_ENCODER_NAME} characters"
-        )
     dim = _field(doc, "dim", int, path)
     channels = _field(doc, "channels", int, path)
+    secret_hex = _field(doc, "secret", str, path)
     try:
+        check_encoder_name(encoder)
         dim, channels = check_key_shape(dim, channels)
     except PMarkValueError as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None
-    secret_hex = _field(doc, "secret", str, path)
     if len(secret_hex) != 2 * SECRET_BYTES:
         raise KeyFileError(f"key file {path}: the secret must be {2 * SECRET_BYTES} hexadecimal digits")
     if not _HEX.issuperset(secret_hex):
@@ -254,7 +299,7 @@ def load_key(
         cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)
         seeding, window = _seeding(doc.get("seeding", {"mode": "position", "window": 1}))
         cents = None if "centroids" not in doc else centroids_from_json(doc["centroids"], dim)
-        key = WatermarkKey(
+        return WatermarkKey(
             secret=bytes.fromhex(secret_hex),
             encoder=encoder,
             dim=dim,
@@ -266,6 +311,42 @@ def load_key(
         )
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None
+
+
+def load_key(
+    path: str | os.PathLike[str], expected_dim: int | None = None, *, allow_insecure: bool = False
+) -> WatermarkKey:
+    """Read a JSON key file written by :func:`save_key`.
+
+    At most 2 MiB are read, only from a regular file (symbolic links resolved). The document is strict JSON
+    (a repeated member name, ``NaN`` or ``Infinity`` is refused: :func:`pmark_theory._json.loads_strict`)
+    checked by :func:`key_from_document`, the same check :func:`save_key` applies before it writes. A leading
+    UTF-8 byte-order mark is accepted.
+
+    Args:
+      path: the key file (a ``str`` or ``os.PathLike``; bytes are refused).
+      expected_dim: the dimension of the encoder that will be used; a different ``dim`` in the file raises.
+      allow_insecure: accept a key file that group or others may access (mode ``& 0o077 != 0``). By default
+        such a file is refused: the secret may already be known to other users (fix: ``chmod 600 KEY``).
+
+    Returns:
+      The key.
+
+    Raises:
+      KeyFileError: ``path`` is not a text path; the file is missing or unreadable, not a regular file, too
+        large, not valid UTF-8 JSON (a repeated member included), not a ``pmark-key`` file, of an unsupported
+        version, has a malformed secret or fields (stored centroids of the wrong dimension, non-finite, not
+        unit or corrupt included), its ``dim`` differs from ``expected_dim``, or it is accessible by
+        group/others without ``allow_insecure``. Messages never contain the secret.
+      PMarkValueError: ``expected_dim`` is not a positive integer, or ``allow_insecure`` not a bool.
+    """
+    path = _file_path(path)
+    if expected_dim is not None:
+        expected_dim = check_positive_int("expected_dim", expected_dim)
+    if not isinstance(allow_insecure, bool):
+        raise PMarkValueError(f"allow_insecure must be True or False, got {type(allow_insecure).__name__}")
+    raw, st = read_bounded(path, limit=_MAX_KEY_FILE_BYTES, what="key file", error=KeyFileError)
+    key = key_from_document(_parse_key_document(raw, path), path)
     if expected_dim is not None and key.dim != expected_dim:
         raise KeyFileError(
             f"key file {path} was made for a {key.dim}-dimensional encoder ({key.encoder!r}), "

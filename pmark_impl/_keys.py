@@ -39,11 +39,16 @@ from pmark_impl._centroids import KeyCentroids
 from pmark_impl._key_files import (
     KEY_FORMAT,
     KEY_VERSION,
+    MAX_ENCODER_NAME,
     MAX_KEY_CHANNELS,
     MAX_KEY_DIM,
+    MAX_SEED_WINDOW,
     SECRET_BYTES,
     KeyFileError,
+    check_encoder_name,
     check_key_shape,
+    check_seeding,
+    key_from_document,
     load_key,
     save_key,
 )
@@ -53,12 +58,15 @@ from pmark_theory._validate import PMarkValueError, check_bits, check_positive_i
 __all__ = [
     "KEY_FORMAT",
     "KEY_VERSION",
+    "MAX_ENCODER_NAME",
     "MAX_KEY_CHANNELS",
     "MAX_KEY_DIM",
+    "MAX_SEED_WINDOW",
     "SECRET_BYTES",
     "KeyFileError",
     "WatermarkKey",
     "check_key_shape",
+    "key_from_document",
     "load_key",
     "save_key",
 ]
@@ -70,13 +78,15 @@ class WatermarkKey:
 
     Attributes:
       secret: 32 secret bytes. Never printed: ``repr`` shows a fingerprint instead.
-      encoder: name of the sentence encoder the key was made for.
+      encoder: name of the sentence encoder the key was made for: a non-empty printable string of at most
+        1024 characters (:func:`pmark_impl._key_files.check_encoder_name`, the key file's own rule).
       dim: embedding dimension ``d`` of that encoder.
       channels: number of channels ``b`` (``1 <= b <= d``).
       calibration: the proxy centre and per-channel null sign counts from a human corpus (K1), or ``None``
         (uncentred proxies, the paper's rule; the key-averaged binomial test only).
       seeding: ``"position"`` (default, the paper) or ``"context"`` (Z1–Z4; needs ``2b <= d``).
-      seed_window: ``w``, the previous sentences whose mean embedding seeds the bits (context seeding).
+      seed_window: ``w`` in ``1..64``, the previous sentences whose mean embedding seeds the bits (context
+        seeding).
       fitted_centroids: k-SemStamp centroids fitted on a corpus (:class:`pmark_impl._centroids.KeyCentroids`,
         E2), or ``None`` (:meth:`centroids` derives random ones from the secret).
     """
@@ -91,10 +101,11 @@ class WatermarkKey:
     fitted_centroids: KeyCentroids | None = None
 
     def __post_init__(self) -> None:
+        # The field rules are the key file's own (pmark_impl._key_files): one function per field, shared by this
+        # constructor, save_key and load_key, so a key made here is a key that can be written and read back.
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
             raise PMarkValueError(f"secret must be exactly {SECRET_BYTES} bytes")
-        if not isinstance(self.encoder, str) or not self.encoder:
-            raise PMarkValueError("encoder must be a non-empty string (the encoder's name)")
+        check_encoder_name(self.encoder)
         dim = check_positive_int("dim", self.dim)
         channels = check_bits(self.channels, dim)
         object.__setattr__(self, "dim", dim)
@@ -107,14 +118,7 @@ class WatermarkKey:
                 f"calibration must be a KeyCalibration for d = {dim}, b = {channels}"
                 + (f", got d = {cal.dim}, b = {cal.channels}" if isinstance(cal, KeyCalibration) else "")
             )
-        if self.seeding not in ("position", "context"):
-            raise PMarkValueError(f"seeding must be 'position' or 'context', got {self.seeding!r}")
-        if (
-            isinstance(self.seed_window, bool)
-            or not isinstance(self.seed_window, int)
-            or self.seed_window < 1
-        ):
-            raise PMarkValueError(f"seed_window must be an integer >= 1, got {self.seed_window!r}")
+        check_seeding(self.seeding, self.seed_window)
         if self.seeding == "context" and 2 * channels > dim:
             raise PMarkValueError(
                 f"context seeding needs 2b <= d (b seed vectors beside b pivots), got b = {channels}, d = {dim}"
@@ -143,6 +147,10 @@ class WatermarkKey:
         Returns:
           A new :class:`WatermarkKey`.
         """
+        if rng is not None and not isinstance(rng, np.random.Generator):
+            raise PMarkValueError(
+                f"rng must be a numpy.random.Generator or None (the OS CSPRNG), got {type(rng).__name__}"
+            )
         secret = secrets.token_bytes(SECRET_BYTES) if rng is None else rng.bytes(SECRET_BYTES)
         return cls(secret=secret, encoder=encoder, dim=dim, channels=channels)
 

@@ -233,12 +233,24 @@ def save_provenance(prov: Provenance, path: str | os.PathLike[str], *, force: bo
     candidates than N" means the sentence matched every key bit, and a SemStamp fallback marks a sentence
     that is probably not green (docs/security.md). Publish the text, not its record.
 
+    The record is first checked by :func:`~pmark_impl._provenance_schema.parse_provenance`, the check
+    :func:`load_provenance` applies, so a record that ``pmark detect`` would refuse (e.g. ``N`` beyond
+    :data:`pmark_impl._limits.MAX_CANDIDATES` from the Python API) is never written.
+
     Raises:
       FileExistsError: ``path`` exists and ``force`` is false.
+      ProvenanceError: ``prov`` is not a :class:`Provenance` or breaks the schema (the reader's own rules).
       UserFileError: ``path`` is not a regular file or its folder does not exist.
       OSError: the folder is not writable.
     """
-    return write_atomic(path, prov.to_json().encode("utf-8"), force=force, mode=0o600, what="provenance file")
+    if not isinstance(prov, Provenance):
+        raise ProvenanceError(f"prov must be a Provenance, got {type(prov).__name__}")
+    raw = prov.to_json().encode("utf-8")
+    try:
+        parse_provenance(raw, str(path))
+    except ProvenanceError as exc:
+        raise ProvenanceError(f"cannot write the provenance record: {exc}") from None
+    return write_atomic(path, raw, force=force, mode=0o600, what="provenance file")
 
 
 def load_provenance(path: str | os.PathLike[str], *, limit: int = PROVENANCE_LIMIT_BYTES) -> Provenance:

@@ -4,16 +4,21 @@
 :class:`pmark_impl._provenance.Provenance`; every refusal is one :class:`ProvenanceError` line naming the file
 and the field. Strict UTF-8, no ``NaN``/``Infinity``, no integer of more than 4300 digits, nesting only where
 the schema has it (deeper JSON is a type error of the field, absurd depth a "nested too deeply" error),
-exactly the documented fields (unknown or missing ones are errors), every number range-checked.
+exactly the documented fields (unknown or missing ones are errors), every number range-checked; a repeated
+member name is refused (:func:`pmark_theory._json.loads_strict`), never resolved to its last value. Every
+size-like value (``n_candidates``, ``channels``, ``lsh_dim``, ``n_clusters``, ``max_trials``,
+``offline_batch``, the steps, ``max_sentence_tokens``) is bounded by :mod:`pmark_impl._limits`, the bounds the
+command line enforces too: a record edited to ``N = 65536`` or ``lsh_dim = 31`` is refused before any work.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
+from pmark_impl._limits import LIMITS, MAX_CANDIDATES, MAX_SENTENCE_TOKENS, MAX_SENTENCES, MAX_TRIALS
 from pmark_impl._types import GREEN_SEEDINGS, MODES
+from pmark_impl._user_json import parse_user_json
 from pmark_theory._files import decode_text
 from pmark_theory._validate import PMarkValueError, check_n_candidates
 
@@ -52,32 +57,20 @@ _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
 _MAX_SEED = 2**63 - 1
 _MAX_NAME = 4096
-_MAX_STEPS = 1_000_000
+#: A record has one step per sentence of the text: at most the sentences ``pmark generate`` writes.
+_MAX_STEPS = MAX_SENTENCES
 
 
 class ProvenanceError(PMarkValueError):
     """A provenance file cannot be used (missing, corrupt, wrong schema, another key) or contradicts a flag."""
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a valid JSON number")
-
-
 def _parse(raw: bytes, path: str) -> dict[str, Any]:
     text = decode_text(raw, path, what="provenance file", error=ProvenanceError)
     if not text.strip():
         raise ProvenanceError(f"provenance file {path} is empty")
-    try:
-        doc = json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise ProvenanceError(
-            f"provenance file {path} is corrupt (invalid JSON at line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg})"
-        ) from None
-    except RecursionError:
-        raise ProvenanceError(f"provenance file {path} is corrupt (JSON nested too deeply)") from None
-    except ValueError as exc:  # NaN/Infinity, or an integer of more than 4300 digits
-        raise ProvenanceError(f"provenance file {path} is corrupt ({str(exc).split(':')[0]})") from None
+    # strict: a repeated member ("mode" twice) or NaN/Infinity is refused, never resolved silently
+    doc = parse_user_json(text, f"provenance file {path}", ProvenanceError)
     if not isinstance(doc, dict) or doc.get("format") != PROVENANCE_FORMAT:
         raise ProvenanceError(
             f'{path} is not a PMark provenance file (expected "format": "{PROVENANCE_FORMAT}")'
@@ -160,7 +153,7 @@ def _sampling(doc: Any, where: str) -> dict[str, Any]:
     if "top_k" in names:
         out["top_k"] = f.integer("top_k", 0, 1 << 31)
     if "max_sentence_tokens" in names:
-        out["max_sentence_tokens"] = f.integer("max_sentence_tokens", 1, 1 << 31)
+        out["max_sentence_tokens"] = f.integer("max_sentence_tokens", *LIMITS["max_sentence_tokens"])
     return out
 
 
@@ -181,8 +174,8 @@ def _settings(doc: Any, mode: str, where: str) -> dict[str, Any]:
             out[name] = f.number(name, 0.0, 1.0, open_hi=True)
         elif name in ("simmark_low", "simmark_high"):
             out[name] = f.number(name, -1.0, 1.0)
-        else:
-            out[name] = f.integer(name, 2 if name == "n_clusters" else 1, 1 << 16)
+        else:  # lsh_dim, n_clusters, max_trials, offline_batch: the command line's bounds
+            out[name] = f.integer(name, *LIMITS[name])
     if mode == "simmark" and out["simmark_low"] > out["simmark_high"]:
         raise ProvenanceError(f"{where} (mode simmark): simmark_low must be <= simmark_high")
     return out
@@ -203,10 +196,10 @@ def _steps(doc: Any, where: str) -> list[dict[str, Any]]:
             {
                 "position": t,
                 "text": f.string("text", max_len=PROVENANCE_LIMIT_BYTES, printable=False, empty=True),
-                "n_candidates_sampled": f.integer("n_candidates_sampled", 0, 1 << 40),
-                "tokens": f.integer("tokens", 0, 1 << 31),
+                "n_candidates_sampled": f.integer("n_candidates_sampled", 0, MAX_CANDIDATES * MAX_TRIALS),
+                "tokens": f.integer("tokens", 0, MAX_SENTENCE_TOKENS),
                 "outcome": f.choice("outcome", _OUTCOMES),
-                "trials": f.integer("trials", 1, 1 << 16),
+                "trials": f.integer("trials", 1, MAX_TRIALS),
                 "fallback": fallback,
             }
         )
@@ -230,8 +223,8 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     where = f"provenance file {name}"
     f = _Fields(_parse(raw, name), FIELDS, where)
     mode = f.choice("mode", MODES)
-    n = f.integer("n_candidates", 1, 1 << 16)
-    channels = f.integer("channels", 1, 64)
+    n = f.integer("n_candidates", *LIMITS["n_candidates"])
+    channels = f.integer("channels", *LIMITS["channels"])
     if mode == "online":
         try:
             check_n_candidates(n, channels)

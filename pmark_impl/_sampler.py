@@ -58,6 +58,7 @@ Two savings that leave every sampled text unchanged (tested against the plain ro
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import re
 import time
@@ -84,8 +85,10 @@ __all__ = [
     "Candidate",
     "LMSentenceSampler",
     "SamplingConfig",
+    "cache_keyword",
     "close_capped",
     "filtered_logprobs",
+    "returned_cache",
     "sample_next_tokens",
 ]
 
@@ -98,11 +101,33 @@ _MARK_THEN_SPACE = re.compile(r"[.!?](?=\s|\Z)")
 _DEFAULT_CONFIG = SamplingConfig()  # frozen: one shared default
 
 
+def cache_keyword(model: Any) -> str:
+    """The name under which ``model``'s forward takes (and its output returns) the KV cache.
+
+    ``"cache"`` where the forward has that parameter (transformers 5.x renamed ``past_key_values``: the old name
+    still works there but prints a 3-line ``FutureWarning`` on every call, "will be removed in version 5.40.0",
+    and a log line when the output's ``past_key_values`` is read), else ``"past_key_values"`` (transformers 4.x,
+    test fakes). The signature is read through the deprecation decorator (``inspect.signature`` follows
+    ``__wrapped__``).
+    """
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def returned_cache(out: Any, keyword: str) -> Any:
+    """The KV cache of a forward's output ``out``, read under :func:`cache_keyword`'s name (no deprecated alias)."""
+    return getattr(out, keyword)
+
+
 class LMSentenceSampler:
     """Samples candidate next sentences of a causal LM (see the module docstring for the law and outcomes).
 
     Args:
-      model: a transformers causal LM in eval mode whose forward accepts ``past_key_values`` (a ``DynamicCache``).
+      model: a transformers causal LM in eval mode whose forward takes a KV cache (a ``DynamicCache``) as ``cache``
+        (transformers 5.x) or ``past_key_values`` (4.x): :func:`cache_keyword` picks the name the model has.
       tokenizer: its tokenizer (``__call__``, ``decode``, ``eos_token_id``).
       config: token law and length cap.
       prefill_cache: keep the last context's prefill (logits and KV cache, one entry) for the next call with the
@@ -141,6 +166,7 @@ class LMSentenceSampler:
         if not eos:
             raise PMarkValueError("tokenizer/model has no eos_token_id: a row could not end before the cap")
         self.eos_ids = frozenset(eos)
+        self._cache_kw = cache_keyword(model)
         self._eos_index = torch.tensor(sorted(eos), dtype=torch.long)
         self.prefill_cache = bool(prefill_cache)
         # (model, key, last-position logits [1, V], prefill cache) of the last context, or None
@@ -250,7 +276,7 @@ class LMSentenceSampler:
         if reuse and entry is not None and entry[0] is self.model and entry[1] == key:
             return entry[2], copy.deepcopy(entry[3])
         out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
-        logits, cache = out.logits[:, -1, :], out.past_key_values
+        logits, cache = out.logits[:, -1, :], returned_cache(out, self._cache_kw)
         if not reuse:
             return logits, cache
         entry = self._prefill_entry = None  # drop the old context's cache before copying the new one
@@ -297,8 +323,8 @@ class LMSentenceSampler:
                 tokens = tokens[index]
                 active = [active[j] for j in keep]
             t2 = clock()
-            out = self.model(input_ids=tokens[:, None], past_key_values=cache, use_cache=True)
-            logits, cache = out.logits[:, -1, :], out.past_key_values
+            out = self.model(input_ids=tokens[:, None], use_cache=True, **{self._cache_kw: cache})
+            logits, cache = out.logits[:, -1, :], returned_cache(out, self._cache_kw)
             t_smp, t_book, t_fwd = t_smp + t1 - t0, t_book + t2 - t1, t_fwd + clock() - t2
         if profile is not None:
             for name, value in (

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from pmark_impl._corpus import Document, corpus_fingerprint
 from pmark_impl._simmark import pair_cosines
 from pmark_impl._steps import embed
+from pmark_theory._eval_stats import clopper_pearson
 from pmark_theory._files import decode_text, read_bounded, write_atomic
+from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._simmark import (
     DEFAULT_SIMMARK_DELTA,
     SIMMARK_HIGH,
@@ -109,13 +110,6 @@ class SimMarkCalibration:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
 
-def _cp(k: int, n: int, level: float) -> tuple[float, float]:
-    a = 1.0 - level
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
-
-
 def calibrate_simmark(
     encoder: Any,
     documents: Sequence[Document],
@@ -176,7 +170,7 @@ def calibrate_simmark(
         n_pairs=int(m),
         valid_pairs=c,
         gamma_hat=c / m,
-        interval=_cp(c, m, confidence),
+        interval=clopper_pearson(c, m, confidence),
         confidence=confidence,
         delta=delta,
         K=float(K),
@@ -222,10 +216,14 @@ def load_simmark_calibration(path: str | os.PathLike[str]) -> SimMarkCalibration
     name = os.fspath(path)
     raw, _ = read_bounded(path, limit=_LIMIT, what="SimMark calibration file", error=SimMarkCalibrationError)
     text = decode_text(raw, name, what="SimMark calibration file", error=SimMarkCalibrationError)
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise SimMarkCalibrationError(f"SimMark calibration file {name} is not valid JSON ({exc})") from None
+    try:  # strict: a repeated member or NaN/Infinity is refused, never resolved silently
+        doc = loads_strict(text, f"SimMark calibration file {name}")
+    except JSONFormatError as exc:
+        raise SimMarkCalibrationError(str(exc)) from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise SimMarkCalibrationError(
+            f"SimMark calibration file {name} is not valid JSON ({str(exc).split(':')[0]})"
+        ) from None
     if not isinstance(doc, dict):
         raise SimMarkCalibrationError(f"SimMark calibration file {name} must hold a JSON object")
     if doc.get("format") != SIMMARK_CALIBRATION_FORMAT:

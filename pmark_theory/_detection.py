@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special, stats
 
+from pmark_theory._binom_tail import binom_log_sf
 from pmark_theory._counts import nonmatch_values as _jax_nonmatch_values
 from pmark_theory._counts import soft_counts as _jax_soft_counts
 from pmark_theory._soft_tail import (
@@ -124,10 +125,28 @@ def hard_count_pvalue(n_green: Any, n_bits: Any) -> float | np.ndarray:
     return as_scalar_or_array(np.where(n == 0, 1.0, stats.binom.sf(g - 1, n, 0.5)))
 
 
+#: ``binom.logsf`` is used where it is exact: a tail above ``exp(−700)`` (below, ``log(sf)`` loses digits and
+#: then underflows to ``−inf``) and at most ``10^5`` bits (beyond, SciPy's incomplete beta drifts by ``1e−13``).
+_SCIPY_LOG_FLOOR, _SCIPY_MAX_BITS = -700.0, 10**5
+
+
 def hard_count_log_pvalue(n_green: Any, n_bits: Any) -> float | np.ndarray:
-    """``log p`` of :func:`hard_count_pvalue` via ``binom.logsf`` (no underflow at large ``n``). Same Args."""
+    """``log p`` of :func:`hard_count_pvalue`, computed in log space: finite for every ``0 <= N_g <= n``.
+
+    ``log P(Bin(n, ½) >= N_g)``: ``scipy.stats.binom.logsf`` where its tail is a normal double and ``n <= 10^5``,
+    else :func:`pmark_theory._binom_tail.binom_log_sf` (Loader's saddle-point pmf times the incomplete-beta
+    continued fraction, relative error about ``1e−15``), so ``hard_count_log_pvalue(1100, 1100)`` is
+    ``−1100 log 2 = −762.46…``, not ``−inf``. Args and Raises as :func:`hard_count_pvalue`.
+    """
     g, n = _check_counts(n_green, n_bits)
-    return as_scalar_or_array(np.where(n == 0, 0.0, stats.binom.logsf(g - 1, n, 0.5)))
+    with np.errstate(all="ignore"):
+        out = np.where(n == 0, 0.0, stats.binom.logsf(g - 1, n, 0.5))
+    redo = (n > 0) & ((out < _SCIPY_LOG_FLOOR) | (n > _SCIPY_MAX_BITS) | ~np.isfinite(out))
+    if np.any(redo):
+        out = np.array(out, dtype=np.float64)
+        for i in zip(*np.nonzero(redo)) if out.ndim else [()]:
+            out[i] = binom_log_sf(int(g[i]), int(n[i]), 0.5)
+    return as_scalar_or_array(out)
 
 
 def hard_count_z(n_green: Any, n_bits: Any) -> float | np.ndarray:

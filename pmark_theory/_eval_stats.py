@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import optimize, special, stats
 
+from pmark_theory._binom_tail import MAX_TRIALS, clopper_pearson_bounds
 from pmark_theory._validate import (
     PMarkValueError,
     check_finite,
@@ -103,7 +104,9 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     """Exact two-sided Clopper–Pearson interval for a binomial proportion.
 
     ``lo = Beta⁻¹(a/2; k, n−k+1)``, ``hi = Beta⁻¹(1−a/2; k+1, n−k)`` with ``a = 1 − confidence``; ``lo = 0``
-    at ``k = 0``, ``hi = 1`` at ``k = n``, and ``(0, 1)`` at ``n = 0`` (no data).
+    at ``k = 0``, ``hi = 1`` at ``k = n``, and ``(0, 1)`` at ``n = 0`` (no data). Computed from the binomial
+    tails in log space (:func:`pmark_theory._binom_tail.clopper_pearson_bounds`), so it stays right, and
+    ``lo <= k/n <= hi``, at any ``n`` up to ``2**512`` (``10**30`` and ``2**63 − 1`` included).
 
     Args:
       k: successes, ``0 <= k <= n``.
@@ -114,15 +117,18 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
       ``(lo, hi)``.
 
     Raises:
-      PMarkValueError: non-integer or negative counts, ``k > n``, ``confidence`` outside ``(0, 1)``.
+      PMarkValueError: non-integer or negative counts, ``k > n``, ``n > 2**512``, ``confidence`` outside
+        ``(0, 1)``.
     """
     k, n = check_positive_int("k", k, minimum=0), check_positive_int("n", n, minimum=0)
     if k > n:
         raise PMarkValueError(f"k must be <= n, got k = {k} > n = {n}")
     a = 1.0 - _confidence(confidence)
-    lo = 0.0 if k == 0 else float(special.betaincinv(k, n - k + 1, a / 2))
-    hi = 1.0 if k == n else float(special.betaincinv(k + 1, n - k, 1 - a / 2))
-    return lo, hi
+    if n > MAX_TRIALS:
+        raise PMarkValueError(
+            f"n must be at most 2**512 (a count of trials), got a number of {n.bit_length()} bits"
+        )
+    return (0.0, 1.0) if n == 0 else clopper_pearson_bounds(k, n, a)
 
 
 def proportion(k: int, n: int, confidence: float = 0.95) -> Proportion:
@@ -302,9 +308,14 @@ def critical_count(n_bits: int, alpha: float, null_p: float = 0.5) -> int:
     n = check_positive_int("n_bits", n_bits, minimum=0)
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     null_p = check_unit_interval("null_p", null_p, open_left=True, open_right=True)
-    k = np.arange(n + 1)
-    ok = np.flatnonzero(stats.binom.sf(k - 1, n, null_p) <= alpha)
-    return int(ok[0]) if ok.size else n + 1
+    lo, hi = 0, n + 1  # P(Bin >= 0) = 1 > α; k = n + 1 rejects by convention (P(Bin >= n + 1) = 0)
+    while hi - lo > 1:  # P(Bin >= k) falls as k grows: bisection, O(log n) evaluations (no n-sized array)
+        mid = (lo + hi) // 2
+        if stats.binom.sf(mid - 1, n, null_p) <= alpha:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _count_pmf(t: int, q: np.ndarray) -> np.ndarray:

@@ -30,9 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from scipy.special import betainc
 
-from pmark_theory._validate import PMarkValueError, check_finite, check_positive_int
+from pmark_theory._validate import PMarkValueError, check_finite, check_real, check_size
 
-__all__ = ["hd_median", "hd_median_jax", "hd_median_masked_jax", "hd_weights"]
+__all__ = ["MAX_HD_SIZE", "hd_median", "hd_median_jax", "hd_median_masked_jax", "hd_weights"]
+
+#: Largest sample size of :func:`hd_weights` (1 GiB of float64 weights).
+MAX_HD_SIZE = 1 << 27
 
 
 def _compute_weights(n: int) -> np.ndarray:
@@ -73,9 +76,10 @@ def hd_weights(n: int) -> np.ndarray:
       The array is read-only (it is the cached copy); ``np.array(w)`` gives a writable one.
 
     Raises:
-      PMarkValueError: ``n`` is not an integer ``>= 1``.
+      PMarkValueError: ``n`` is not an integer in ``1..MAX_HD_SIZE`` (``2**27``: the weights of a larger
+        sample would not fit in memory; it was a raw ``MemoryError``).
     """
-    return _hd_weights_cached(check_positive_int("n", n))
+    return _hd_weights_cached(check_size("n", n, minimum=1, maximum=MAX_HD_SIZE))
 
 
 def hd_median(x: Any, axis: int = -1) -> np.ndarray:
@@ -93,8 +97,8 @@ def hd_median(x: Any, axis: int = -1) -> np.ndarray:
       float64 array of shape ``x.shape`` without ``axis`` (a NumPy float64 scalar for 1-D ``x``).
 
     Raises:
-      PMarkValueError: ``x`` has NaN or infinite values, is 0-dimensional, or is empty along ``axis``;
-        ``axis`` is out of range.
+      PMarkValueError: ``x`` is complex or text (refused, not cast), has NaN or infinite values, is
+        0-dimensional, or is empty along ``axis``; ``axis`` is out of range.
     """
     arr = check_finite("x", x, nonempty=False)
     if arr.ndim == 0:
@@ -112,7 +116,11 @@ def hd_median(x: Any, axis: int = -1) -> np.ndarray:
 
 def _as_sample(x: Any, axis: Any) -> tuple[jax.Array, int]:
     """Checks shared by the JAX medians; returns ``x`` as a floating array and ``n = x.shape[axis]``."""
+    if not isinstance(x, (jax.Array, jax.core.Tracer)):
+        check_real("x", x)  # complex or text input is refused, never silently cast
     x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise PMarkValueError(f"x must be an array of real numbers, got dtype {x.dtype}")
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(float)
     if x.ndim == 0:

@@ -25,6 +25,7 @@ __all__ = [
     "check_n_candidates",
     "check_positive_int",
     "check_probabilities",
+    "check_real",
     "check_size",
     "check_unit_interval",
 ]
@@ -37,12 +38,41 @@ class PMarkValueError(ValueError):
     """A bad argument. The message names the argument and the rule it broke."""
 
 
-def check_finite(name: str, x: Any, *, ndim: int | None = None, nonempty: bool = True) -> np.ndarray:
-    """Return ``x`` as a float64 array after checking it is finite, non-empty and of rank ``ndim``."""
+#: NumPy dtype kinds that are not real numbers: complex, text, bytes, records, dates and durations.
+_NOT_REAL_KINDS = frozenset("cUSVMm")
+
+
+def check_real(name: str, x: Any) -> np.ndarray:
+    """``x`` as a float64 array, refusing what is not a real number instead of converting it silently.
+
+    ``np.asarray(x, dtype=float)`` drops the imaginary part of complex input (with only a ``ComplexWarning``)
+    and parses strings such as ``"1.5"``; both are refused here, as are dates and ragged nestings.
+
+    Raises:
+      PMarkValueError: complex, string, bytes, structured or date values, or a ragged or non-numeric ``x``.
+    """
     try:
-        arr = np.asarray(x, dtype=np.float64)
+        raw = np.asarray(x)
     except (TypeError, ValueError) as exc:
         raise PMarkValueError(f"{name} must be an array of real numbers ({exc})") from None
+    bad = raw.dtype.kind in _NOT_REAL_KINDS or (
+        raw.dtype.kind == "O"
+        and any(
+            isinstance(v, (str, bytes, complex, np.complexfloating, np.str_, np.bytes_)) for v in raw.flat
+        )
+    )
+    if bad:
+        raise PMarkValueError(f"{name} must be an array of real numbers, got dtype {raw.dtype}")
+    try:
+        return np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PMarkValueError(f"{name} must be an array of real numbers ({exc})") from None
+
+
+def check_finite(name: str, x: Any, *, ndim: int | None = None, nonempty: bool = True) -> np.ndarray:
+    """Return ``x`` as a float64 array after checking it is real (:func:`check_real`: complex and text are
+    refused, not converted), finite, non-empty and of rank ``ndim``."""
+    arr = check_real(name, x)
     if ndim is not None and arr.ndim != ndim:
         raise PMarkValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if nonempty and arr.size == 0:

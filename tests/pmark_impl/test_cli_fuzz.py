@@ -313,7 +313,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("alpha-two-dots", detect_args("--alpha", "0.0.1"), 2, "got '0.0.1'"),
     ("n-zero", detect_args("--n", "0"), 2, "--n must be >= 1"),
     ("n-negative", detect_args("--n", "-1"), 2, "--n must be >= 1"),
-    ("n-1e30", detect_args("--n", str(10**30)), 2, "--n must be <= 65536"),
+    ("n-1e30", detect_args("--n", str(10**30)), 2, "--n must be <= 1024"),
     ("n-word", detect_args("--n", "ten"), 2, "got 'ten'"),
     ("n-float", detect_args("--n", "16.0"), 2, "got '16.0'"),
     ("n-not-divisible", generate_args("--mode", "online", "--n", "12"), 2, "divisible by 2**b = 16"),

@@ -287,7 +287,7 @@ MALFORMED = [
     ("mode", _edit(mode="paper"), "field 'mode' must be one of"),
     ("mode-int", _edit(mode=3), "field 'mode' must be one of"),
     ("n-bool", _edit(n_candidates=True), "'n_candidates' must be an integer"),
-    ("n-huge", _edit(n_candidates=10**100), "'n_candidates' must be an integer in 1..65536"),
+    ("n-huge", _edit(n_candidates=10**100), "'n_candidates' must be an integer in 1..1024"),
     ("online-n", _edit(mode="online", settings={}, n_candidates=12), "divisible by 2**b"),
     ("channels-zero", _edit(channels=0), "'channels' must be an integer in 1..64"),
     ("seed-negative", _edit(seed=-1), "'seed' must be"),
