@@ -32,7 +32,17 @@ DEFAULT_ATTACKS = ("word-delete:rate=0.15",)
 
 
 def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, seed_type: Any) -> None:
-    """Add the ``evaluate`` subcommand to ``sub``."""
+    """Add the ``evaluate`` subcommand to ``sub`` (size bounds from :mod:`pmark_impl._limits`, as in generate)."""
+    from pmark_impl._limits import (
+        MAX_CANDIDATES,
+        MAX_CHANNELS,
+        MAX_CLUSTERS,
+        MAX_LSH_DIM,
+        MAX_OFFLINE_BATCH,
+        MAX_SENTENCES,
+        MAX_TRIALS,
+    )
+
     p = sub.add_parser(
         "evaluate",
         help="the paper's experiments on a prompt set: detection (TPR at FPR, AUC, with intervals), robustness, "
@@ -65,7 +75,7 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
     )
     g.add_argument(
         "--max-sentences",
-        type=int_type(1, 1000),
+        type=int_type(1, MAX_SENTENCES),
         default=12,
         help="sentences per generated text at most; the human negative is cut to the text's count (default 12)",
     )
@@ -79,12 +89,14 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
         "--n",
         "--n-candidates",
         dest="n",
-        type=int_type(1, 4096),
+        type=int_type(1, MAX_CANDIDATES),
         default=None,
         help="N of every scheme (default per scheme); under torchrun write --n-candidates (torchrun reads --n "
         "as an abbreviation of its own options)",
     )
-    g.add_argument("--channels", type=int_type(1, 64), default=4, help="b of online / offline (default 4)")
+    g.add_argument(
+        "--channels", type=int_type(1, MAX_CHANNELS), default=4, help="b of online / offline (default 4)"
+    )
     g.add_argument(
         "--attack",
         action="append",
@@ -96,13 +108,19 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
     g.add_argument(
         "--grid", default=None, help="the Table 3 sweep of online and offline, e.g. 'N=8,16,32,64 b=1,2,3,4'"
     )
-    g.add_argument("--offline-batch", type=int_type(1, 4096), default=16, help="offline batch (default 16)")
-    g.add_argument("--lsh-dim", type=int_type(1, 16), default=None, help="SemStamp LSH dimension (default 3)")
-    g.add_argument("--n-clusters", type=int_type(2, 1024), default=None, help="k-SemStamp clusters")
+    g.add_argument(
+        "--offline-batch", type=int_type(1, MAX_OFFLINE_BATCH), default=16, help="offline batch (default 16)"
+    )
+    g.add_argument(
+        "--lsh-dim", type=int_type(1, MAX_LSH_DIM), default=None, help="SemStamp LSH dimension (default 3)"
+    )
+    g.add_argument("--n-clusters", type=int_type(2, MAX_CLUSTERS), default=None, help="k-SemStamp clusters")
     g.add_argument(
         "--gamma", type=float_type(0, 1, open_lo=True, open_hi=True), default=None, help="green share"
     )
-    g.add_argument("--max-trials", type=int_type(1, 10_000), default=None, help="SemStamp / SimMark batches")
+    g.add_argument(
+        "--max-trials", type=int_type(1, MAX_TRIALS), default=None, help="SemStamp / SimMark batches"
+    )
     g.add_argument("--simmark-low", type=float_type(-1, 1), default=None, help="SimMark interval start")
     g.add_argument("--simmark-high", type=float_type(-1, 1), default=None, help="SimMark interval end")
     g.add_argument(

@@ -73,7 +73,9 @@ class SamplingConfig:
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0 < p <= 1):
             raise PMarkValueError(f"top_p must lie in (0, 1], got {p!r}")
         check_positive_int("top_k", self.top_k, minimum=0)
-        check_positive_int("max_sentence_tokens", self.max_sentence_tokens)
+        from pmark_impl._limits import check_limit
+
+        check_limit("max_sentence_tokens", self.max_sentence_tokens)
 
     @classmethod
     def true_law(cls, max_sentence_tokens: int = 48) -> SamplingConfig:

@@ -52,6 +52,7 @@ import dataclasses
 import importlib
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -411,7 +412,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        return _run(argv)
+        with warnings.catch_warnings():
+            if (
+                not _debug()
+            ):  # libraries' deprecation notices are not the user's business (PMARK_DEBUG=1 shows them)
+                warnings.simplefilter("ignore", FutureWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+            return _run(argv)
     except SystemExit as exc:  # argparse (--help, --version, one-line usage errors), an external command
         if exc.code is None or isinstance(exc.code, int):
             return int(exc.code or 0)

@@ -180,15 +180,16 @@ class Paraphraser:
         """``n_candidates`` cleaned replies for ``text``, sampled in one batch with ``generator``."""
         import torch
 
-        from pmark_impl._sampler import filtered_logprobs
+        from pmark_impl._sampler import cache_keyword, filtered_logprobs, returned_cache
 
         k = self.n_candidates
         device = next(self.model.parameters()).device
         ids = torch.tensor([self._prompt_ids(text)], dtype=torch.long, device=device)
         rows: list[list[int]] = [[] for _ in range(k)]
         with torch.inference_mode():
+            kw = cache_keyword(self.model)  # transformers 5.x: ``cache`` (the old name warns on every call)
             out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-            cache = out.past_key_values
+            cache = returned_cache(out, kw)
             cache.batch_repeat_interleave(k)
             logits = out.logits[:, -1, :].expand(k, -1)
             active = list(range(k))
@@ -208,8 +209,8 @@ class Paraphraser:
                     cache.batch_select_indices(index)
                     tokens = tokens[index]
                     active = [active[j] for j in keep]
-                out = self.model(input_ids=tokens[:, None], past_key_values=cache, use_cache=True)
-                logits, cache = out.logits[:, -1, :], out.past_key_values
+                out = self.model(input_ids=tokens[:, None], use_cache=True, **{kw: cache})
+                logits, cache = out.logits[:, -1, :], returned_cache(out, kw)
         return [self._clean(self.tokenizer.decode(r, skip_special_tokens=True)) for r in rows]
 
     def rewrite(self, text: str, rng: np.random.Generator) -> str:

@@ -19,10 +19,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pmark_impl._limits import MAX_CANDIDATES, MAX_CHANNELS, check_limit
 from pmark_theory._validate import (
     PMarkValueError,
     check_n_candidates,
     check_positive_int,
+    check_size,
     check_unit_interval,
 )
 
@@ -179,7 +181,8 @@ def parse_grid(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
             values = tuple(int(v) for v in raw.split(","))
         except ValueError:
             raise PMarkValueError(f"--grid {key} values must be integers, got {raw!r}") from None
-        parts[key] = tuple(check_positive_int(f"--grid {key}", v) for v in values)
+        bound = MAX_CANDIDATES if key == "N" else MAX_CHANNELS
+        parts[key] = tuple(check_size(f"--grid {key}", v, maximum=bound) for v in values)
     if set(parts) != {"N", "b"}:
         raise PMarkValueError(f"--grid needs both N= and b=, got {text!r}")
     return parts["N"], parts["b"]
@@ -260,9 +263,14 @@ def build_runs(
             raise PMarkValueError(f"unknown scheme {s!r}; known schemes: {', '.join(SCHEMES)}")
     if len(set(schemes)) != len(schemes):
         raise PMarkValueError(f"--schemes lists a scheme twice: {','.join(schemes)}")
-    b = check_positive_int("channels", channels)
+    from pmark_impl._limits import LIMITS
+
+    b = check_limit("channels", channels)
     if n_candidates is not None:
-        check_positive_int("n_candidates", n_candidates)
+        check_limit("n_candidates", n_candidates)
+    for name, value in options.items():  # the same bounds as generate's flags and provenance records
+        if value is not None and name in LIMITS:
+            check_limit(name, value)
     from pmark_impl.attacks._params import value_key
 
     chain = [NO_ATTACK, *(a for a in attacks if a != NO_ATTACK)]
@@ -323,7 +331,7 @@ class EvalConfig:
     min_sentences: int = 2
 
     def __post_init__(self) -> None:
-        check_positive_int("max_sentences", self.max_sentences)
+        check_limit("max_sentences", self.max_sentences)
         check_positive_int("seed", self.seed, minimum=0)
         check_positive_int("min_sentences", self.min_sentences)
         check_unit_interval("confidence", self.confidence, open_left=True, open_right=True)

@@ -485,3 +485,34 @@ def test_keygen_refuses_keys_that_cannot_be_used(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and needle in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_library_deprecation_warnings_stay_out_of_the_output(tmp_path, monkeypatch, capsys, debug):
+    """A library's FutureWarning/DeprecationWarning (transformers' ``past_key_values`` notice printed three lines
+    on every generation) is not shown, unless ``PMARK_DEBUG=1`` (issue 24)."""
+    import warnings
+
+    from _impl_fakes import FakeEncoder, universe
+
+    def load_encoder(name, **device):
+        warnings.warn("`past_key_values` will be removed in version 5.40.0", FutureWarning, stacklevel=2)
+        warnings.warn("old call", DeprecationWarning, stacklevel=2)
+        return FakeEncoder.random(universe(20), 32, seed=1)
+
+    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
+    if debug:
+        monkeypatch.setenv("PMARK_DEBUG", "1")
+    else:
+        monkeypatch.delenv("PMARK_DEBUG", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter(
+            "default"
+        )  # what a user's interpreter does (pytest would otherwise record them)
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(m, c, f, n, line)
+        )
+        assert cli.main(["keygen", "--out", str(tmp_path / "k.key")]) == 0
+    err = capsys.readouterr().err
+    assert ("FutureWarning" in err and "5.40.0" in err) == debug, err
+    assert err.strip().splitlines()[-1].startswith("pmark: wrote key")

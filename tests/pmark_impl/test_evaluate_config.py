@@ -246,3 +246,23 @@ def test_attack_spec_label_and_dict():
         "params": {"rate": 0.2},
         "rate": 0.2,
     }
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"lsh_dim": 31}, "lsh_dim must be an integer in 1..16"),
+        ({"max_trials": 10_000}, "max_trials must be an integer in 1..1024"),
+        ({"offline_batch": 4096}, "offline_batch must be an integer in 1..1024"),
+        ({"n_candidates": 65536}, "n_candidates must be an integer in 1..1024"),
+    ],
+)
+def test_build_runs_takes_the_bounds_of_generate(options, needle):
+    """An evaluation accepts exactly the sizes generate and provenance accept (pmark_impl._limits, issue 24)."""
+    with pytest.raises(PMarkValueError, match=re.escape(needle)):
+        build_runs(["semstamp", "none"], [], **options)
+
+
+def test_grid_values_are_bounded():
+    with pytest.raises(PMarkValueError, match=r"--grid N must be an integer in 1\.\.1024"):
+        parse_grid("N=65536 b=4")
