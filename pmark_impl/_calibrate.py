@@ -19,25 +19,35 @@ measurement for many keys on one set of embeddings (the experiment of the K1 ent
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from pmark_impl._api_checks import check_callable, check_encoder, check_key
 from pmark_impl._calibration import (
     DEFAULT_CENTRING,
     DEFAULT_CONFIDENCE,
     DEFAULT_TEXT_SENTENCES,
     KeyCalibration,
+    band_sign_counts,
     centred_text_proxies,
     sign_counts,
 )
 from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
+from pmark_impl._detect_stats import per_key_soft_statistics
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._steps import embed
-from pmark_theory._detection import hard_count_pvalue
+from pmark_theory._detection import (
+    calibrated_soft_pvalue_interval,
+    hard_count_pvalue,
+    soft_counts,
+    soft_nonmatch_values,
+)
 from pmark_theory._offline import offline_tv
+from pmark_theory._per_key_soft import MAGNITUDE_EDGES
 from pmark_theory._per_key_test import channel_sign_bounds, per_key_pvalues
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -45,6 +55,8 @@ __all__ = ["ALPHAS", "calibrate_key", "clopper_pearson", "fpr_verdict", "key_fpr
 
 #: Levels at which held-out false-positive rates are reported.
 ALPHAS = (0.05, 0.01)
+#: The soft count's margin δ and smoothing K of the held-out soft FPRs (``detect``'s defaults).
+SOFT_DELTA, SOFT_K = 0.001, 150.0
 #: ``N`` at which the offline TV distance (X2) is reported.
 TV_CANDIDATES = (16, 64)
 
@@ -61,10 +73,37 @@ def _chunks(emb: np.ndarray, size: int) -> list[np.ndarray]:
     return [emb[i : i + size] for i in range(0, len(emb), size)]
 
 
+def _soft_pvalues(key: WatermarkKey, f: list[np.ndarray], bits: np.ndarray) -> dict[str, np.ndarray]:
+    """X4's soft p-values and, for a key calibrated with magnitude bands, the per-key soft ones (δ, K defaults)."""
+    b = key.channels
+    flat = np.concatenate(f)
+    text_bits = np.concatenate([bits[: len(fi)] for fi in f])
+    soft = soft_counts(flat, 0.0, text_bits, SOFT_DELTA, SOFT_K)
+    a = soft_nonmatch_values(flat, 0.0, SOFT_DELTA, SOFT_K)
+    bounds = np.concatenate([[0], np.cumsum([len(fi) for fi in f])])
+    out = {
+        "soft": np.array(
+            [
+                calibrated_soft_pvalue_interval(float(soft[lo:hi].sum()), a[lo:hi].ravel()).hi
+                for lo, hi in itertools.pairwise(bounds)
+            ]
+        )
+    }
+    if key.calibration is not None and key.calibration.has_bands:
+        out["soft_per_key"] = per_key_soft_statistics(
+            key, b, flat, text_bits, soft, bounds, SOFT_DELTA, SOFT_K
+        )[0]
+    return out
+
+
 def _held_out_measure(
-    key: WatermarkKey, texts: Sequence[np.ndarray], alphas: Sequence[float]
+    key: WatermarkKey, texts: Sequence[np.ndarray], alphas: Sequence[float], soft: bool = True
 ) -> dict[str, Any]:
-    """FPRs, sign balance and offline TV of ``key`` (calibrated or not) on held-out texts' embeddings."""
+    """FPRs, sign balance and offline TV of ``key`` (calibrated or not) on held-out texts' embeddings.
+
+    The tests: ``hard``, ``per_key`` (calibrated key) and, with ``soft``, X4's ``soft`` and ``soft_per_key``
+    (a key calibrated with magnitude bands), at the default δ = 0.001, K = 150.
+    """
     v = key.pivots()
     b = key.channels
     lengths = np.array([len(e) for e in texts])
@@ -77,6 +116,8 @@ def _held_out_measure(
             np.asarray(key.calibration.n_positive), key.calibration.n_total, DEFAULT_CONFIDENCE
         )
         pvals["per_key"] = per_key_pvalues(counts, lengths, bits, lo, hi)
+    if soft:
+        pvals.update(_soft_pvalues(key, f, bits))
     n = len(texts)
     fpr: dict[str, Any] = {}
     for test, p in pvals.items():
@@ -137,6 +178,10 @@ def calibrate_key(
         ``centring`` not ``"context"``/``"global"``, an encoder of another dimension, a corpus
         too small to split or with no held-out document of ``text_sentences`` sentences.
     """
+    key = check_key(key)
+    check_callable("embed_fn", embed_fn)
+    if embed_fn is None:
+        check_encoder(encoder)
     if key.seeding != "position":
         raise PMarkValueError(
             "pmark calibrate measures the binomial test of positional keys; this key uses context seeds, whose "
@@ -186,6 +231,7 @@ def calibrate_key(
 
 def _calibration_for(key, cal_texts, centre, centring, text_sentences, corpus, documents) -> KeyCalibration:
     pos, total = sign_counts(key.pivots(), cal_texts, centring, centre)
+    band_pos, band_tot = band_sign_counts(key.pivots(), cal_texts, centring, centre, MAGNITUDE_EDGES)
     return KeyCalibration(
         centring=centring,
         centre=centre,
@@ -194,6 +240,9 @@ def _calibration_for(key, cal_texts, centre, centring, text_sentences, corpus, d
         text_sentences=text_sentences,
         corpus=corpus[:256],
         corpus_fingerprint=corpus_fingerprint(documents),
+        band_edges=MAGNITUDE_EDGES,
+        band_positive=tuple(tuple(int(x) for x in row) for row in band_pos),
+        band_total=tuple(tuple(int(x) for x in row) for row in band_tot),
     )
 
 
@@ -238,6 +287,7 @@ def key_fpr_study(
       for ``"hard_uncentred"``, ``"hard_centred"`` and ``"per_key"`` (centred), plus sizes. ``equal_rate_p`` is
       the chi-square test of equal FPR across keys (a 2 × keys contingency table).
     """
+    keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
     offsets = np.cumsum([0] + [len(d.sentences) for d in documents])
     index = {d.doc_id: i for i, d in enumerate(documents)}
     cal_docs, held_docs = split_documents(documents, held_out_fraction)
@@ -253,8 +303,8 @@ def key_fpr_study(
         cal = _calibration_for(
             key, cal_texts, cal_emb.mean(axis=0), centring, text_sentences, "study", documents
         )
-        before = _held_out_measure(key.with_calibration(None), held_texts, alphas)
-        after = _held_out_measure(key.with_calibration(cal), held_texts, alphas)
+        before = _held_out_measure(key.with_calibration(None), held_texts, alphas, soft=False)
+        after = _held_out_measure(key.with_calibration(cal), held_texts, alphas, soft=False)
         for a in alphas:
             rates["hard_uncentred"][str(a)].append(before["fpr"]["hard"][str(a)]["rate"])
             rates["hard_centred"][str(a)].append(after["fpr"]["hard"][str(a)]["rate"])

@@ -11,7 +11,11 @@ keys flags 15% of held-out human texts at α = 0.05). Calibration stores in the 
   sentences, cut into texts of ``text_sentences`` sentences so that the running centre sees the same
   positions as in a detected text). Detection turns these into Clopper–Pearson bounds and a conservative
   per-key Poisson-binomial p-value (:mod:`pmark_theory._per_key_test`), reported beside the key-averaged
-  binomial one.
+  binomial one;
+* optionally (``pmark calibrate`` writes them since the per-key soft test), the same counts per magnitude band
+  of ``|f|`` (``"magnitude_bands"``): the per-key soft p-value (:mod:`pmark_theory._per_key_soft`), which
+  ``test="soft"`` uses for such a key. Keys calibrated before have none; their soft p-value stays X4's,
+  exact only averaged over keys.
 
 A calibrated key has its own fingerprint (``HMAC(secret, "fingerprint/<calibration digest>")``): a provenance
 record written with one calibration cannot be detected with another. The secret and every key-derived object
@@ -31,6 +35,7 @@ import numpy as np
 
 from pmark_impl._corpus import check_corpus_record
 from pmark_theory._centring import CENTRING_MODES, centred_proxies, check_centring, context_centres
+from pmark_theory._per_key_soft import MAGNITUDE_EDGES, check_edges, magnitude_bands
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "DEFAULT_CONFIDENCE",
     "DEFAULT_TEXT_SENTENCES",
     "KeyCalibration",
+    "band_sign_counts",
     "calibration_from_json",
     "centred_text_proxies",
     "sign_counts",
@@ -63,6 +69,10 @@ class KeyCalibration:
       text_sentences: the corpus was cut into texts of this many sentences for the running centre.
       corpus: a short description of the corpus (e.g. ``"builtin"`` or a file name).
       corpus_fingerprint: 16 hex digits identifying the corpus sentences.
+      band_edges: lower edges of the magnitude bands of ``|f|`` (:mod:`pmark_theory._per_key_soft`), or
+        ``None`` (a calibration without bands: no per-key soft test).
+      band_positive, band_total: ``[b][L]`` per channel and band, the corpus sentences with ``f > 0`` and all
+        of them (summing over bands to ``n_positive[j]`` and ``n_total``); ``None`` with ``band_edges``.
     """
 
     centring: str
@@ -72,6 +82,9 @@ class KeyCalibration:
     text_sentences: int
     corpus: str
     corpus_fingerprint: str
+    band_edges: tuple[float, ...] | None = None
+    band_positive: tuple[tuple[int, ...], ...] | None = None
+    band_total: tuple[tuple[int, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         check_centring(self.centring)
@@ -92,6 +105,44 @@ class KeyCalibration:
         object.__setattr__(self, "n_total", n_total)
         object.__setattr__(self, "text_sentences", check_positive_int("text_sentences", self.text_sentences))
         check_corpus_record(self.corpus, self.corpus_fingerprint)
+        self._check_bands()
+
+    def _check_bands(self) -> None:
+        given = [x is not None for x in (self.band_edges, self.band_positive, self.band_total)]
+        if not any(given):
+            return
+        if not all(given):
+            raise PMarkValueError("band_edges, band_positive and band_total go together (all or none)")
+        edges = tuple(float(e) for e in check_edges(self.band_edges))
+        rows = []
+        for name, table in (("band_positive", self.band_positive), ("band_total", self.band_total)):
+            ok = len(table) == self.channels and all(len(row) == len(edges) for row in table)
+            if not ok or any(
+                isinstance(n, bool) or not isinstance(n, (int, np.integer)) for r in table for n in r
+            ):
+                raise PMarkValueError(
+                    f"{name} must hold {self.channels} rows (channels) of {len(edges)} integers (bands)"
+                )
+            rows.append(tuple(tuple(int(n) for n in row) for row in table))
+        pos, tot = rows
+        for j in range(self.channels):
+            if any(not 0 <= p <= t for p, t in zip(pos[j], tot[j], strict=True)):
+                raise PMarkValueError(
+                    f"band counts of channel {j} must satisfy 0 <= band_positive <= band_total"
+                )
+            if sum(tot[j]) != self.n_total or sum(pos[j]) != self.n_positive[j]:
+                raise PMarkValueError(
+                    f"band counts of channel {j} must sum to n_total = {self.n_total} and n_positive = "
+                    f"{self.n_positive[j]}, got {sum(tot[j])} and {sum(pos[j])}"
+                )
+        object.__setattr__(self, "band_edges", edges)
+        object.__setattr__(self, "band_positive", pos)
+        object.__setattr__(self, "band_total", tot)
+
+    @property
+    def has_bands(self) -> bool:
+        """Whether the calibration holds magnitude-band counts (the per-key soft test needs them)."""
+        return self.band_edges is not None
 
     @property
     def dim(self) -> int:
@@ -117,6 +168,17 @@ class KeyCalibration:
             "text_sentences": self.text_sentences,
             "corpus": self.corpus,
             "corpus_fingerprint": self.corpus_fingerprint,
+            **(
+                {
+                    "magnitude_bands": {
+                        "edges": list(self.band_edges),
+                        "n_positive": [list(r) for r in self.band_positive],
+                        "n_total": [list(r) for r in self.band_total],
+                    }
+                }
+                if self.has_bands
+                else {}
+            ),
         }
 
     @property
@@ -167,7 +229,7 @@ def calibration_from_json(doc: Any, dim: int, channels: int) -> KeyCalibration:
     if not isinstance(doc, Mapping):
         raise PMarkValueError("'calibration' must be a JSON object")
     missing = [f for f in _CAL_FIELDS if f not in doc]
-    unknown = sorted(str(k)[:40] for k in doc if k not in _CAL_FIELDS)
+    unknown = sorted(str(k)[:40] for k in doc if k not in (*_CAL_FIELDS, "magnitude_bands"))
     if missing or unknown:
         raise PMarkValueError(
             f"'calibration' has missing field(s) {missing} or unknown field(s) {unknown[:5]}"
@@ -203,7 +265,37 @@ def calibration_from_json(doc: Any, dim: int, channels: int) -> KeyCalibration:
         text_sentences=doc["text_sentences"],
         corpus=doc["corpus"],
         corpus_fingerprint=doc["corpus_fingerprint"],
+        **_bands_from_json(doc.get("magnitude_bands"), channels),
     )
+
+
+def _bands_from_json(doc: Any, channels: int) -> dict[str, Any]:
+    """The band fields of :class:`KeyCalibration` from ``"magnitude_bands"`` (absent: none)."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping) or sorted(doc) != ["edges", "n_positive", "n_total"]:
+        raise PMarkValueError(
+            "'calibration.magnitude_bands' must be an object with edges, n_positive, n_total"
+        )
+    edges = doc["edges"]
+    if not isinstance(edges, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and _finite(x) for x in edges
+    ):
+        raise PMarkValueError("'calibration.magnitude_bands.edges' must be a list of finite numbers")
+    tables = []
+    for name in ("n_positive", "n_total"):
+        t = doc[name]
+        if not (
+            isinstance(t, list)
+            and len(t) == channels
+            and all(isinstance(r, list) and len(r) == len(edges) for r in t)
+            and all(isinstance(n, int) and not isinstance(n, bool) for r in t for n in r)
+        ):
+            raise PMarkValueError(
+                f"'calibration.magnitude_bands.{name}' must hold {channels} lists of {len(edges)} integers"
+            )
+        tables.append(tuple(tuple(r) for r in t))
+    return {"band_edges": tuple(float(x) for x in edges), "band_positive": tables[0], "band_total": tables[1]}
 
 
 def centred_text_proxies(
@@ -239,71 +331,39 @@ def sign_counts(
     return pos, total
 
 
-#: The tests :func:`pmark_impl.detect` knows for PMark modes.
-PMARK_TESTS = ("hard", "per_key", "resample", "soft")
-
-
-def resolve_test(key: Any, mode: str, test: str | None) -> str:
-    """The test a detection uses: ``test``, or by default ``"resample"`` for a context-seeded key offline (Z3:
-    the binomial test is not exact there), else ``"hard"`` (K1).
-
-    With a calibrated key the default stays the binomial test on the CENTRED proxies: on held-out human text
-    (40 keys, MiniLM, context centring) its worst per-key FPR is within its Clopper–Pearson interval of α and
-    the equal-rate test across keys does not reject, while ``"per_key"`` — reported beside it — is more
-    conservative (mean FPR 0.019 at α = 0.05) and less powerful (``docs/claims.md`` K1).
-
-    Raises:
-      PMarkValueError: an unknown test, or ``"per_key"`` with an uncalibrated key or outside offline mode (the
-        calibration measures signs against 0; online compares to an LM median, which it does not model).
-    """
-    calibrated = getattr(key, "calibration", None) is not None
-    context_seeded = getattr(key, "seeding", "position") == "context"
-    if test is None:
-        return "resample" if context_seeded and mode == "offline" else "hard"
-    if test == "resample" and not (context_seeded and mode == "offline"):
-        raise PMarkValueError(
-            "test 'resample' applies to offline detection with a context-seeded key (pmark keygen --seeding "
-            "context); positional keys have the exact binomial test"
-        )
-    if test not in PMARK_TESTS:
-        raise PMarkValueError(f"test must be one of {', '.join(PMARK_TESTS)}, got {test!r}")
-    if test == "per_key" and not calibrated:
-        raise PMarkValueError("test 'per_key' needs a calibrated key (run pmark calibrate KEY --out NEW_KEY)")
-    if test == "per_key" and getattr(key, "seeding", "position") != "position":
-        raise PMarkValueError(
-            "test 'per_key' assumes positional bits; this key uses context seeds (use 'resample')"
-        )
-    if test == "per_key" and mode != "offline":
-        raise PMarkValueError(f"test 'per_key' applies to offline detection only, not mode {mode!r}")
-    return test
-
-
-def per_key_statistics(
-    key: Any, mode: str, b: int, n_green: np.ndarray, lengths: np.ndarray, key_bits: np.ndarray
-) -> tuple[np.ndarray, dict[str, Any]] | None:
-    """Per-key p-values of many texts (offline, calibrated key), or ``None`` where they do not apply (K1).
-
-    Args:
-      key: the key (its ``calibration`` gives the per-channel sign counts of the first ``b`` channels).
-      mode: the detection mode.
-      b: channels used.
-      n_green: ``[n]`` hard counts.
-      lengths: ``[n]`` sentences per text.
-      key_bits: ``[T_max, b]`` the key's bits by position.
+def band_sign_counts(
+    pivots: np.ndarray,
+    texts: Sequence[np.ndarray],
+    centring: str,
+    centre: Any,
+    edges: Sequence[float] = MAGNITUDE_EDGES,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel and magnitude band of ``|f|``, the sentences with ``f > 0`` and all of them (per-key soft).
 
     Returns:
-      ``(p_values [n], {"confidence", "centring"})``.
+      ``(band_positive [b, L], band_total [b, L])`` int64, ``L = len(edges)``.
     """
-    from pmark_theory._per_key_test import channel_sign_bounds, per_key_pvalues
+    b, n_bands = np.asarray(pivots).shape[0], len(edges)
+    pos = np.zeros((b, n_bands), dtype=np.int64)
+    tot = np.zeros((b, n_bands), dtype=np.int64)
+    for emb in texts:
+        if len(emb) == 0:
+            continue
+        f = centred_text_proxies(pivots, emb, centring, centre)
+        bands = magnitude_bands(f, edges)
+        for j in range(b):
+            tot[j] += np.bincount(bands[:, j], minlength=n_bands)
+            pos[j] += np.bincount(bands[:, j], weights=f[:, j] > 0, minlength=n_bands).astype(np.int64)
+    return pos, tot
 
-    cal = getattr(key, "calibration", None)
-    if (
-        cal is None
-        or mode != "offline"
-        or len(lengths) == 0
-        or getattr(key, "seeding", "position") != "position"
-    ):
-        return None
-    p_lo, p_hi = channel_sign_bounds(np.asarray(cal.n_positive[:b]), cal.n_total, DEFAULT_CONFIDENCE)
-    p = per_key_pvalues(n_green, lengths, key_bits, p_lo, p_hi)
-    return np.asarray(p, dtype=np.float64), {"confidence": DEFAULT_CONFIDENCE, "centring": cal.centring}
+
+#: Names that moved to :mod:`pmark_impl._detect_tests` (which test a detection runs), still importable from here.
+_MOVED = ("PMARK_TESTS", "per_key_statistics", "resolve_test")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        from pmark_impl import _detect_tests
+
+        return getattr(_detect_tests, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,8 +15,17 @@ Tests (one-sided, E11):
     of the position only (X3, E13): ``p = P(Bin(bT, ½) >= N_g)``. The guarantee is over the key: for ONE
     deployed key, the false-positive rate over human texts can differ from α (offline, median 0, E13);
     the online median comes from the LM with a seed that never depends on the key;
-  * soft, calibrated: exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½, X4);
+  * per_key (offline, calibrated key): this key's conservative Poisson-binomial null (K1);
+  * soft: X4's exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½) — like the hard
+    test, exact averaged over keys, not for one key (its ``note`` says so). For a key calibrated with magnitude
+    bands, offline, ``test="soft"`` decides by ``soft_per_key`` instead: the soft count against THIS key's null
+    (:mod:`pmark_theory._per_key_soft`; valid per key under K1's model, conservative), X4's p-value beside it;
   * the paper's soft ``z`` is reported for comparison, marked ``uncalibrated`` (its nominal level is not α, C19).
+
+Before any encoding, every argument's type is checked (:mod:`pmark_impl._api_checks`: one line naming the
+argument) and each text against the size budget (:mod:`pmark_impl._detect_work`: at most
+:data:`MAX_TEXT_CHARS` characters and :data:`MAX_TEXT_SENTENCES` sentences); ``progress`` then counts the
+sentences as they are embedded (offline, SemStamp) or resampled (online).
 
 Texts with fewer than ``min_sentences`` (default 2) sentences, or whose best attainable p-value
 (``2^(−bT)``; SemStamp ``γ^T``) exceeds ``alpha``, get the verdict ``"not enough evidence"`` and
@@ -32,16 +41,25 @@ attributes (``result.sentences``) stay available to Python callers, but ``repr(r
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import jax
 import numpy as np
 
-from pmark_impl._calibration import centred_text_proxies, per_key_statistics, resolve_test
+from pmark_impl._api_checks import (
+    check_callable,
+    check_encoder,
+    check_key,
+    check_number,
+    check_sampler,
+    check_seed,
+    check_str,
+    check_text,
+    check_texts,
+)
+from pmark_impl._calibration import centred_text_proxies
 from pmark_impl._detect_cells import detect_cells as _detect_cells
 from pmark_impl._detect_result import (
     DETECT_MODES,
@@ -54,27 +72,33 @@ from pmark_impl._detect_result import (
     DetectionResult,
     SentenceEvidence,
 )
-from pmark_impl._detect_result import (
-    pmark_evidence as _pmark_evidence,
+from pmark_impl._detect_stats import _ADAPTIVE, pmark_results
+from pmark_impl._detect_tests import resolve_test
+from pmark_impl._detect_work import (
+    MAX_ONLINE_CANDIDATES,
+    MAX_TEXT_CHARS,
+    MAX_TEXT_SENTENCES,
+    embed_reporting,
+    online_medians,
+    split_within_budget,
 )
-from pmark_impl._detect_result import (
-    verdict as _verdict,
-)
-from pmark_impl._detect_stats import _ADAPTIVE, _pmark_statistics
 from pmark_impl._keys import WatermarkKey
-from pmark_impl._seed_detect import resample_statistics
-from pmark_impl._steps import embed
+from pmark_impl._limits import check_limit
 from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seeding
-from pmark_impl._watermark import context_for, resolve_channels, sampler_device, torch_generator
-from pmark_theory._centring import centred_proxies, context_centres
-from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
-from pmark_theory._detection import hard_count_pvalue, hard_count_z
-from pmark_theory._hd import hd_median
-from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
+from pmark_impl._watermark import resolve_channels
+from pmark_theory._validate import (
+    PMarkValueError,
+    check_delta_k,
+    check_positive_int,
+    check_size,
+    check_unit_interval,
+)
 
 __all__ = [
     "DETECT_MODES",
     "EVIDENCE_WARNING",
+    "MAX_TEXT_CHARS",
+    "MAX_TEXT_SENTENCES",
     "TOTAL_STATISTICS",
     "VERDICT_NOT_ENOUGH",
     "VERDICT_NO_WATERMARK",
@@ -85,51 +109,6 @@ __all__ = [
     "detect",
     "detect_many",
 ]
-
-
-def _split(text: str | Sequence[str], splitter: Callable[[str], list[str]] | None) -> list[str]:
-    if isinstance(text, str):
-        if splitter is None:
-            from pmark_impl._segment import split_sentences as splitter
-        return [s.strip() for s in splitter(text) if s.strip()]
-    sentences = [str(s).strip() for s in text]
-    return [s for s in sentences if s]
-
-
-@functools.partial(jax.jit, static_argnums=(3, 4))
-def _evidence(f: Any, m: Any, bits: Any, delta: float, smooth: float) -> tuple[Any, Any, Any]:
-    """Hard counts, the paper's soft counts and the non-matching values ``a`` ``[T, b]`` (X3, E9, X4)."""
-    return (
-        hard_counts(f, m, bits),
-        soft_counts(f, m, bits, delta, smooth),
-        nonmatch_values(f, m, delta, smooth),
-    )
-
-
-def _detect_seed(seed: int, t: int) -> int:
-    """Seed of the online resampling at position ``t``: from the user seed only (never the key, E13)."""
-    return int.from_bytes(hashlib.sha256(f"pmark-detect/{seed}/{t}".encode()).digest()[:8], "big") >> 1
-
-
-def _online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, key, emb) -> np.ndarray:
-    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection).
-
-    The candidates of position ``t`` are centred like generation centred them (``c_t`` from ``emb[:t]``, K1).
-    """
-    med = np.empty((len(sentences), v.shape[0]))
-    centres = np.asarray(context_centres(key.centring, emb, key.centre)) if key.centring != "none" else None
-    device = sampler_device(sampler)  # the generator lives on the model's device
-    for t in range(len(sentences)):
-        gen = torch_generator(_detect_seed(seed, t), device)
-        cands = list(sampler.sample(context_for(prompt, sentences[:t]), n, gen))
-        if len(cands) != n:
-            raise PMarkValueError(f"sampler returned {len(cands)} candidates, {n} were requested")
-        cand_emb = embed(encoder, [c.text for c in cands], v.shape[1])
-        proxies = cand_emb @ v.T if centres is None else np.asarray(centred_proxies(v, cand_emb, centres[t]))
-        med[t] = hd_median(proxies, axis=0)
-        if progress is not None:
-            progress(t)
-    return med
 
 
 def detect(
@@ -156,36 +135,44 @@ def detect(
     splitter: Callable[[str], list[str]] | None = None,
     green_seeding: str = "position",
 ) -> DetectionResult:
-    """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13).
+    """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13, K1).
 
     Args:
-      key: the watermark key.
-      text: the generated continuation (no prompt), or its sentences as a list.
+      key: the watermark key (a :class:`WatermarkKey`; load a key file with :func:`pmark_impl.load_key`).
+      text: the generated continuation (no prompt) as a ``str``, or its sentences as a list of ``str``; at most
+        :data:`MAX_TEXT_CHARS` characters and :data:`MAX_TEXT_SENTENCES` sentences (checked before encoding;
+        split a longer text and detect the parts with :func:`detect_many`).
       encoder: the key's encoder (``dim == key.dim``).
       mode: ``"offline"`` (median 0), ``"online"`` (HD median of ``n_candidates`` resampled candidates; needs
         ``sampler``), ``"semstamp"``/``"ksemstamp"`` (green-cell count, ``Binomial(T, g/M)`` under H0).
       sampler: the LM sentence sampler (online mode).
       prompt: the prompt the text continues (online context only).
-      n_candidates: ``N`` resampled per position (online).
-      delta, K: soft-count margin ``δ`` and smoothing ``K`` (paper: 0.001, 150).
+      n_candidates: ``N`` resampled per position (online), at most :data:`pmark_impl._limits.MAX_CANDIDATES`.
+      delta, K: soft-count margin ``δ >= 0`` and smoothing ``K`` (finite, ``> 0``; paper: 0.001, 150).
       alpha: level in (0, 1).
       test: which p-value is ``p_value`` (PMark modes): ``"hard"`` (exact binomial over keys, X3),
-        ``"per_key"`` (offline, calibrated key: conservative Poisson-binomial null of THIS key, K1) or
-        ``"soft"``. ``None`` (default): ``"hard"``; a calibrated key's detection reports ``"per_key"`` beside it.
+        ``"per_key"`` (offline, calibrated key: conservative Poisson-binomial null of THIS key, K1),
+        ``"soft"`` or ``"soft_per_key"``. ``"soft"`` is the calibrated soft count: for a key calibrated with
+        magnitude bands (``pmark calibrate``), offline, it resolves to ``"soft_per_key"`` — the conservative
+        per-key soft p-value of THIS key (:mod:`pmark_theory._per_key_soft`, K1 and X4), with X4's p-value
+        reported beside it; otherwise X4's p-value, exact only averaged over keys (a ``note`` says so).
+        ``None`` (default): ``"hard"``; a calibrated key's detection reports ``"per_key"`` beside it.
       channels: use the first ``b`` channels of the key (must match generation).
-      seed: seed of the online resampling.
+      seed: seed of the online resampling (an int ``>= 0``).
       min_sentences: fewer evidence sentences give "not enough evidence".
-      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation; ``n_clusters=None``: the ``k`` of
-        the key's fitted centroids, else 8).
-      soft_resolution: lattice resolution of the calibrated soft p-value for ``bT > 20`` bits (X4). ``None``
-        (default): the soft p-value is computed only for ``test="soft"`` (otherwise
+      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation, within
+        :data:`pmark_impl._limits.LIMITS`; ``n_clusters=None``: the ``k`` of the key's fitted centroids, else 8).
+      soft_resolution: lattice resolution of X4's calibrated soft p-value for ``bT > 20`` bits. ``None``
+        (default): X4's soft p-value is computed only for the soft tests (otherwise
         ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``), on a lattice refined from ``2^8`` up to
         :data:`DEFAULT_SOFT_RESOLUTION` only until its proven interval is within 10% (or ``1e-6``);
         an integer: computed on that lattice whatever the test. The p-value is the interval's upper end,
         valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
         ``p_value_bounds`` and the ``resolution`` used.
-      progress: called with ``t`` after each online resampling.
-      splitter: sentence splitter (default ``pmark_impl._segment.split_sentences``).
+      progress: called with the number of sentences just processed — after each encoder batch (offline,
+        SemStamp; :data:`pmark_impl._detect_work.ENCODE_BATCH` sentences at most) or with 1 after each
+        position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
+      splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl._segment.split_sentences``).
       green_seeding: SemStamp modes: ``"position"`` (default) or ``"cell"`` (green set of sentence ``t >= 1``
         keyed by the cell of the text's sentence ``t - 1``; must match generation). With ``"cell"`` the
         binomial p-value is approximate when a previous cell repeats (positions then share a green set):
@@ -195,11 +182,15 @@ def detect(
       :class:`DetectionResult`.
 
     Raises:
-      PMarkValueError: bad arguments, online mode without a sampler, encoder dimension differing from the key.
+      PMarkValueError: an argument of the wrong type (named, with the type expected and the type given), bad
+        values, a text over the size budget, online mode without a sampler, encoder dimension differing from
+        the key's.
     """
-    return detect_many(
+    text = check_text(text, "text")
+    return _detect_texts(
         key,
         [text],
+        ["text"],
         encoder,
         mode=mode,
         sampler=sampler,
@@ -226,9 +217,53 @@ def detect_many(
     key: WatermarkKey,
     texts: Sequence[str | Sequence[str]],
     encoder: SentenceEncoder,
+    **options: Any,
+) -> list[DetectionResult]:
+    """:func:`detect` on many texts: encoder batches over all their sentences, counts and p-values vectorised.
+
+    Each result is the one :func:`detect` gives for that text alone (same arguments, same ``prompt``), provided
+    the encoder embeds a sentence the same way whatever else is in its batch (a neural encoder may differ in
+    the last bits across batch compositions).
+
+    Args:
+      key: the watermark key.
+      texts: a list (or tuple) of texts, each a ``str`` or its sentences as a list of ``str``, each within the
+        size budget of :func:`detect`.
+      encoder: the key's encoder (``dim == key.dim``).
+      **options: the keyword arguments of :func:`detect` (``mode``, ``sampler``, ``prompt``, ``n_candidates``,
+        ``delta``, ``K``, ``alpha``, ``test``, ``channels``, ``seed``, ``min_sentences``, ``lsh_dim``,
+        ``n_clusters``, ``gamma``, ``soft_resolution``, ``progress``, ``splitter``, ``green_seeding``), shared
+        by all texts; ``progress`` counts the sentences of every text in turn.
+
+    Returns:
+      ``[len(texts)]`` :class:`DetectionResult`, in the order of ``texts``.
+
+    Raises:
+      PMarkValueError: ``texts`` a single string or not a sequence of texts, an unknown option, and as
+        :func:`detect`.
+    """
+    texts = check_texts(texts)
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise PMarkValueError(f"detect_many got unknown option(s) {unknown}; it takes those of detect()")
+    return _detect_texts(key, texts, [f"texts[{i}]" for i in range(len(texts))], encoder, **options)
+
+
+#: The keyword options of :func:`detect` (and :func:`detect_many`).
+_OPTIONS = (
+    "mode sampler prompt n_candidates delta K alpha test channels seed min_sentences lsh_dim n_clusters gamma "
+    "soft_resolution progress splitter green_seeding"
+).split()
+
+
+def _detect_texts(
+    key: Any,
+    texts: list[Any],
+    names: list[str],
+    encoder: Any,
     *,
     mode: str = "offline",
-    sampler: SentenceSampler | None = None,
+    sampler: Any = None,
     prompt: str = "",
     n_candidates: int = 16,
     delta: float = 0.001,
@@ -246,29 +281,9 @@ def detect_many(
     splitter: Callable[[str], list[str]] | None = None,
     green_seeding: str = "position",
 ) -> list[DetectionResult]:
-    """:func:`detect` on many texts: one encoder call over all their sentences, counts and p-values vectorised.
-
-    Each result is the one :func:`detect` gives for that text alone (same arguments, same ``prompt``), provided
-    the encoder embeds a sentence the same way whatever else is in its batch (a neural encoder may differ in
-    the last bits across batch compositions).
-
-    Args:
-      key: the watermark key.
-      texts: the texts (each a string, or its sentences as a list).
-      encoder: the key's encoder (``dim == key.dim``).
-      mode, sampler, prompt, n_candidates, delta, K, alpha, test, channels, seed, min_sentences, lsh_dim,
-        n_clusters, gamma, soft_resolution, splitter, green_seeding: as in :func:`detect`, shared by all texts.
-      progress: called with ``t`` after each online resampling (of every text in turn).
-
-    Returns:
-      ``[len(texts)]`` :class:`DetectionResult`, in the order of ``texts``.
-
-    Raises:
-      PMarkValueError: ``texts`` a single string, and as :func:`detect`.
-    """
-    if isinstance(texts, str):
-        raise PMarkValueError("texts must be a sequence of texts (use detect() for one text), got a str")
-    if mode not in DETECT_MODES:
+    """Every check first (types, values, size budget), then the work (module docstring)."""
+    key = check_key(key)
+    if not isinstance(mode, str) or mode not in DETECT_MODES:
         raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
     test = resolve_test(key, mode, test)
     green_seeding = check_green_seeding(green_seeding)
@@ -276,29 +291,43 @@ def detect_many(
         raise PMarkValueError(
             f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
         )
+    for name, value in (("alpha", alpha), ("delta", delta), ("K", K), ("gamma", gamma)):
+        check_number(name, value)
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     min_sentences = check_positive_int("min_sentences", min_sentences)
+    delta, K = check_delta_k(delta, K)
+    if not math.isfinite(K):  # as pmark detect --K: the limit K = inf is the hard count (test "hard")
+        raise PMarkValueError(
+            f"K (smoothing factor) must be finite and > 0, got {K} (K = inf is the hard count)"
+        )
+    seed = check_seed(seed)
+    prompt = check_str("prompt", prompt)
+    progress = check_callable("progress", progress)
+    splitter = check_callable("splitter", splitter)
     if soft_resolution is not None:
         soft_resolution = check_positive_int("soft_resolution", soft_resolution)
-    elif test == "soft":
+    elif test in ("soft", "soft_per_key"):
         soft_resolution = _ADAPTIVE
     b = resolve_channels(key, channels)
-    if int(getattr(encoder, "dim", -1)) != key.dim:
-        raise PMarkValueError(
-            f"encoder dimension {getattr(encoder, 'dim', None)} differs from the key's dimension {key.dim} "
-            f"(the key was made for encoder {key.encoder!r})"
-        )
+    check_encoder(encoder, key.dim, key.encoder)
     if mode == "online":
         if sampler is None:
             raise PMarkValueError("online detection needs a sampler (the LM) to resample candidates")
-        n_candidates = check_positive_int("n_candidates", n_candidates)
-    split = [_split(text, splitter) for text in texts]
+        check_sampler(sampler)
+        n_candidates = check_size("n_candidates", n_candidates, maximum=MAX_ONLINE_CANDIDATES)
+    if mode in ("semstamp", "ksemstamp"):
+        gamma = check_unit_interval("gamma", gamma, open_left=True, open_right=True)
+        if mode == "semstamp":
+            lsh_dim = check_limit("lsh_dim", lsh_dim)  # M = 2^h cells: bounded by memory
+        elif n_clusters is not None:
+            n_clusters = check_limit("n_clusters", n_clusters)
+    split = split_within_budget(texts, names, splitter)  # the size budget, before any encoding
     if not split:
         return []
     lengths = [len(s) for s in split]
     bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = [s for sentences in split for s in sentences]
-    emb = embed(encoder, flat, key.dim) if flat else np.zeros((0, key.dim))  # ONE encoder call
+    emb = embed_reporting(encoder, flat, key.dim, None if mode == "online" else progress)
 
     def base_settings() -> dict[str, Any]:
         return {
@@ -335,7 +364,7 @@ def detect_many(
     if mode == "online":
         m = np.concatenate(
             [
-                _online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress, key, emb[lo:hi])
+                online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress, key, emb[lo:hi])
                 if s
                 else np.zeros((0, b))
                 for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
@@ -348,53 +377,24 @@ def detect_many(
         bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
     else:  # context seeds (Z1): the bits of sentence t come from the text's previous sentences
         bits = np.concatenate([key.text_bits(emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)])
-    hard, soft, a = (np.asarray(x) for x in _evidence(f, m, bits, float(delta), float(K)))
-
-    n_bits = b * np.asarray(lengths, dtype=np.int64)
-    n_green = np.add.reduceat(hard.sum(axis=1), bounds[:-1]) if flat else np.zeros(len(split), np.int64)
-    n_green = np.where(n_bits > 0, n_green, 0)  # reduceat repeats a value at an empty segment
-    p_hard = np.atleast_1d(hard_count_pvalue(n_green, n_bits))
-    z_hard = np.atleast_1d(hard_count_z(n_green, n_bits))
-    p_key = per_key_statistics(key, mode, b, n_green, np.asarray(lengths), key_bits)
-    p_res = (
-        resample_statistics(
-            key, mode, b, split, [emb[lo:hi] for lo, hi in itertools.pairwise(bounds)], n_green, seed
-        )
-        if test == "resample"
-        else None
+    return pmark_results(
+        key,
+        split,
+        bounds,
+        emb,
+        f,
+        m,
+        bits,
+        key_bits,
+        mode=mode,
+        test=test,
+        b=b,
+        alpha=alpha,
+        delta=delta,
+        K=K,
+        seed=seed,
+        n_candidates=n_candidates,
+        min_sentences=min_sentences,
+        soft_resolution=soft_resolution,
+        base=base_settings(),
     )
-    out = []
-    for i, (sentences, lo, hi) in enumerate(zip(split, bounds[:-1], bounds[1:], strict=True)):
-        t_len = len(sentences)
-        settings = base_settings()
-        if mode == "online" and t_len:
-            settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
-        else:
-            settings["median_rule"] = "0"
-        settings.update(delta=float(delta), K=float(K), centring=centring)
-        stats_ = _pmark_statistics(
-            int(n_green[i]),
-            int(n_bits[i]),
-            float(p_hard[i]),
-            float(z_hard[i]),
-            soft[lo:hi],
-            a[lo:hi],
-            soft_resolution,
-        )
-        if p_key is not None:
-            stats_["per_key"] = {**p_key[1], "p_value": float(p_key[0][i])}
-        if p_res is not None:
-            stats_["resample"] = {**p_res[1], "p_value": float(p_res[0][i])}
-        if key.seeding != "position":
-            stats_["hard"]["note"] = "not exact with context seeds (Z3): decide by the resample p-value"
-        evidence = _pmark_evidence(
-            sentences, f[lo:hi], m[lo:hi], bits[lo:hi], hard[lo:hi], soft[lo:hi], a[lo:hi]
-        )
-        p = stats_[test]["p_value"]
-        best = 2.0 ** -int(n_bits[i]) if n_bits[i] else 1.0
-        out.append(
-            _verdict(
-                p, best, alpha, test, mode, t_len, int(n_bits[i]), stats_, evidence, min_sentences, settings
-            )
-        )
-    return out

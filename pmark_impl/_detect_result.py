@@ -42,7 +42,8 @@ TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
     "hard": ("n_green", "p_value", "z", "note"),
     "per_key": ("p_value", "confidence", "centring"),
     "resample": ("p_value", "n_resamples", "window"),
-    "soft": ("p_value", "p_value_bounds", "resolution", "calibrated"),
+    "soft": ("p_value", "p_value_bounds", "resolution", "calibrated", "note"),
+    "soft_per_key": ("p_value", "confidence", "centring", "lattice", "bands", "note"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
     "green_count": ("n_green", "gamma", "p_value", "repeated_cells", "note"),
 }
@@ -90,12 +91,15 @@ class DetectionResult:
       verdict: ``"watermarked"`` (``p_value <= alpha``), ``"no watermark detected"`` or ``"not enough evidence"``.
       p_value: the p-value of the chosen ``test`` (1 when there is not enough evidence).
       alpha: the level.
-      test: ``"hard"`` (exact binomial over keys), ``"per_key"`` (calibrated key, K1) or ``"soft"`` (calibrated
-        soft count); SemStamp: ``"green-count"``.
+      test: ``"hard"`` (exact binomial over keys), ``"per_key"`` (calibrated key, K1), ``"resample"``
+        (context seeds, Z3), ``"soft"`` (X4's calibrated soft count, exact averaged over keys) or
+        ``"soft_per_key"`` (the soft count against THIS key's calibrated null, K1/X4); SemStamp:
+        ``"green-count"``.
       mode: detection mode.
       n_sentences: ``T``.
       n_bits: ``bT`` (SemStamp: ``T``).
-      statistics: raw statistics: ``hard`` {n_green, p_value, z}, ``soft`` {n_green, p_value (calibrated)},
+      statistics: raw statistics: ``hard`` {n_green, p_value, z}, ``soft`` {n_green, p_value (calibrated over
+        keys, X4), note}, ``soft_per_key`` {p_value, confidence, …} (when that test runs),
         ``paper_soft_z`` {z, nominal_p_value, uncalibrated: true}; SemStamp ``green_count`` {n_green, gamma,
         p_value; with ``green_seeding = "cell"`` also repeated_cells and a note}.
       sentences: per-sentence evidence (printed only by ``to_dict(evidence=True)``).

@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pmark_impl._api_checks import check_candidates, check_encoder, check_str, split_text
 from pmark_impl._steps import StepOutput, embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
@@ -74,12 +75,10 @@ def previous_embedding(
     encoder: SentenceEncoder, prompt: str, splitter: Callable[[str], list[str]] | None = None
 ) -> np.ndarray | None:
     """Embedding ``[d]`` of the prompt's last sentence (sentence 0's "previous sentence"), or ``None``."""
-    if splitter is None:
-        from pmark_impl._segment import split_sentences as splitter
-    sents = [_normal(s) for s in splitter(prompt) if _normal(s)]
+    sents = [_normal(s) for s in split_text(check_str("prompt", prompt), splitter) if _normal(s)]
     if not sents:
         return None
-    return embed(encoder, [sents[-1]], int(encoder.dim))[0]
+    return embed(encoder, [sents[-1]], int(check_encoder(encoder).dim))[0]
 
 
 def simmark_step(
@@ -122,9 +121,7 @@ def simmark_step(
     cands: list[Any] = []
     offset = 0
     for trial in range(1, max_trials + 1):
-        new = list(sampler.sample(context, n, gen))
-        if len(new) != n:
-            raise PMarkValueError(f"sampler returned {len(new)} candidates, {n} were requested")
+        new = check_candidates(sampler.sample(context, n, gen), n, generation=True)
         cands += new
         rng, k_choice = jax.random.split(rng)
         if prev_emb is None:
@@ -229,28 +226,34 @@ def detect_simmark(
       :class:`SimMarkDetection`.
 
     Raises:
-      PMarkValueError: an encoder other than the calibration's, a bad ``alpha`` or input type.
+      PMarkValueError: an encoder other than the calibration's, a bad ``alpha``, an argument of the wrong type,
+        a text over the size budget of :func:`pmark_impl.detect`.
     """
+    from pmark_impl._api_checks import check_callable, check_text
+    from pmark_impl._detect_work import split_within_budget
+    from pmark_impl._simmark_calibration import SimMarkCalibration
+
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
+    if not isinstance(calibration, SimMarkCalibration):
+        raise PMarkValueError(
+            f"calibration must be a SimMarkCalibration (pmark_impl.load_simmark_calibration(path)), "
+            f"got {type(calibration).__name__}"
+        )
+    check_encoder(encoder)
     name = str(getattr(encoder, "name", ""))
     if name != calibration.encoder:
         raise PMarkValueError(
             f"the SimMark calibration was measured with encoder {calibration.encoder!r}, not {name!r}: "
             "calibrate with this encoder (pmark calibrate-simmark --encoder ...)"
         )
-    if splitter is None:
-        from pmark_impl._segment import split_sentences as splitter
-    if isinstance(text_or_sentences, str):
-        sentences = [_normal(s) for s in splitter(text_or_sentences)]
-    elif isinstance(text_or_sentences, Sequence) and all(isinstance(s, str) for s in text_or_sentences):
-        sentences = [_normal(s) for s in text_or_sentences]
-    else:
-        raise PMarkValueError("text_or_sentences must be a string or a sequence of strings")
+    splitter = check_callable("splitter", splitter)
+    text = check_text(text_or_sentences, "text_or_sentences")
+    sentences = [_normal(s) for s in split_within_budget([text], ["text_or_sentences"], splitter)[0]]
     sentences = [s for s in sentences if s]
     if prompt is not None:
-        if not isinstance(prompt, str):
-            raise PMarkValueError(f"prompt must be a string, got {type(prompt).__name__}")
-        head = [_normal(s) for s in splitter(prompt) if _normal(s)]
+        head = [
+            _normal(s) for s in split_text(check_str("prompt", prompt, optional=True), splitter) if _normal(s)
+        ]
         sentences = head[-1:] + sentences if sentences else sentences
     lo, hi = calibration.low, calibration.high
     cos = pair_cosines(embed(encoder, sentences, int(encoder.dim))) if len(sentences) >= 2 else np.zeros(0)

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pmark_impl._api_checks import check_candidates
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_theory._cell_rules import (
@@ -57,9 +58,14 @@ def embed(encoder: SentenceEncoder, texts: Sequence[str], dim: int) -> np.ndarra
       float64 ``[n, dim]``.
 
     Raises:
-      PMarkValueError: a shape other than ``[n, dim]``, or NaN / infinite entries.
+      PMarkValueError: not an array of numbers, a shape other than ``[n, dim]``, or NaN / infinite entries.
     """
-    e = np.asarray(encoder.encode(list(texts)), dtype=np.float64)
+    try:
+        e = np.asarray(encoder.encode(list(texts)), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PMarkValueError(
+            f"encoder {getattr(encoder, 'name', '?')!r} must return an [n, d] array of numbers ({exc})"
+        ) from None
     if e.shape != (len(texts), dim):
         raise PMarkValueError(
             f"encoder {getattr(encoder, 'name', '?')!r} returned embeddings of shape {e.shape}, "
@@ -71,10 +77,7 @@ def embed(encoder: SentenceEncoder, texts: Sequence[str], dim: int) -> np.ndarra
 
 
 def _draw(sampler: SentenceSampler, context: str, n: int, generator: Any) -> list[Any]:
-    cands = list(sampler.sample(context, n, generator))
-    if len(cands) != n:
-        raise PMarkValueError(f"sampler returned {len(cands)} candidates, {n} were requested")
-    return cands
+    return check_candidates(sampler.sample(context, n, generator), n, generation=True)
 
 
 _select_from_mask = jax.jit(select_from_mask)

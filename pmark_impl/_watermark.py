@@ -24,13 +24,26 @@ protocols and ``embed`` are re-exported here).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+from pmark_impl._api_checks import (
+    check_callable,
+    check_encoder,
+    check_key,
+    check_number,
+    check_sampler,
+    check_seed,
+    check_sentences,
+    check_str,
+    split_text,
+)
 from pmark_impl._keys import WatermarkKey
+from pmark_impl._limits import check_limit
 from pmark_impl._simmark import previous_embedding, simmark_step
 from pmark_impl._steps import cell_function, cell_step, embed, margin_function, offline_step, online_step
 from pmark_impl._types import (
@@ -76,7 +89,8 @@ def context_for(prompt: str, sentences: Sequence[str]) -> str:
 
     No space is inserted after a prompt that already ends in whitespace (e.g. a newline).
     """
-    body = " ".join(sentences)
+    check_str("prompt", prompt)
+    body = " ".join(check_sentences(sentences))
     if not body:
         return prompt
     if not prompt:
@@ -183,7 +197,8 @@ def generate(
       encoder: ``.dim`` must equal ``key.dim``; ``encode(texts) -> [n, d]`` unit rows.
       prompt: the prompt; not part of the returned text.
       mode: one of :data:`MODES`.
-      n_candidates: ``N`` (online: a multiple of ``2**b``).
+      n_candidates: ``N`` (online: a multiple of ``2**b``); this and the other sizes (``max_sentences``,
+        ``offline_batch``, ``max_trials``, ``lsh_dim``, ``n_clusters``) within :data:`pmark_impl._limits.LIMITS`.
       max_sentences: at most this many sentences ``T``.
       seed: non-negative int; with the same key, same seed → same text.
       channels: use the first ``b`` of the key's channels (default all).
@@ -210,12 +225,15 @@ def generate(
       ``torch.Generator`` s live on the sampler's device (:func:`sampler_device`).
 
     Raises:
-      PMarkValueError: unknown mode, ``N % 2**b != 0`` online (E6), bad sizes, encoder dimension differing
+      PMarkValueError: an argument of the wrong type (named, with the type expected and the type given: a key
+        that is not a :class:`WatermarkKey`, a sampler without ``sample``, an encoder without ``dim`` and
+        ``encode``, a prompt that is not a ``str``, …), unknown mode, ``N % 2**b != 0`` online (E6), bad sizes,
+        encoder dimension differing
         from the key's, a sampler returning the wrong number of candidates, ``margin`` outside ``[0, 1)`` or
         ``margin > 0`` with a PMark mode, an unknown ``green_seeding`` or ``"cell"`` with a PMark mode, a bad
         SimMark interval.
     """
-    if mode not in MODES:
+    if not isinstance(mode, str) or mode not in MODES:
         raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
     margin = check_margin(margin)
     green_seeding = check_green_seeding(green_seeding)
@@ -225,23 +243,34 @@ def generate(
         )
     if margin > 0 and mode not in ("semstamp", "ksemstamp"):
         raise PMarkValueError(f"margin applies to the semstamp and ksemstamp modes only, got mode {mode!r}")
-    if not isinstance(prompt, str):
-        raise PMarkValueError(f"prompt must be a string, got {type(prompt).__name__}")
+    key = check_key(key)
+    check_sampler(sampler)
+    check_encoder(encoder, key.dim, key.encoder)
+    prompt = check_str("prompt", prompt)
+    progress = check_callable("progress", progress)
+    splitter = check_callable("splitter", splitter)
+    if splitter is not None:
+        split_text(prompt, splitter)  # a splitter that returns no list of str fails now, not after the work
+    model_name = check_str("model_name", model_name, optional=True)
     b = resolve_channels(key, channels)
-    n = check_positive_int("n_candidates", n_candidates)
+    n = check_limit("n_candidates", n_candidates)
     if mode == "online":
         n = check_n_candidates(n, b)
-    max_sentences = check_positive_int("max_sentences", max_sentences)
-    seed = check_positive_int("seed", seed, minimum=0)
-    offline_batch = check_positive_int("offline_batch", offline_batch)
-    max_trials = check_positive_int("max_trials", max_trials)
+    max_sentences = check_limit("max_sentences", max_sentences)
+    seed = check_seed(seed)
+    offline_batch = check_limit("offline_batch", offline_batch)
+    max_trials = check_limit("max_trials", max_trials)
+    if mode in ("semstamp", "ksemstamp"):
+        if not math.isfinite(
+            check_number("gamma", gamma)
+        ):  # the green size g = round(gamma M) is checked below
+            raise PMarkValueError(f"gamma must be a finite number in (0, 1), got {gamma!r}")
+    if mode == "semstamp":
+        lsh_dim = check_limit("lsh_dim", lsh_dim)  # M = 2^h cells: bounded by memory (pmark_impl._limits)
+    if mode == "ksemstamp" and n_clusters is not None:
+        n_clusters = check_limit("n_clusters", n_clusters)
     if mode == "simmark":
         simmark_low, simmark_high = check_simmark_interval(simmark_low, simmark_high)
-    if int(getattr(encoder, "dim", -1)) != key.dim:
-        raise PMarkValueError(
-            f"encoder dimension {getattr(encoder, 'dim', None)} differs from the key's dimension {key.dim} "
-            f"(the key was made for encoder {key.encoder!r})"
-        )
     v = key.pivots()[:b]
     n_clusters = key.default_n_clusters if n_clusters is None else n_clusters
     cell_fn, n_cells = cell_function(key, mode, lsh_dim, n_clusters)
@@ -374,9 +403,4 @@ def _mode_settings(
 
 
 def _aligned(text: str, sentences: Sequence[str], splitter: Callable[[str], list[str]] | None) -> bool | None:
-    if splitter is None:
-        try:
-            from pmark_impl._segment import split_sentences as splitter
-        except ImportError:  # pragma: no cover - the segmenter ships with the package
-            return None
-    return [s.strip() for s in splitter(text)] == list(sentences)
+    return [s.strip() for s in split_text(text, splitter)] == list(sentences)

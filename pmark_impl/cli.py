@@ -300,6 +300,7 @@ def _cmd_detect(args: argparse.Namespace) -> int:
     from pmark_impl._cli_provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl._cli_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl._detect import detect
+    from pmark_impl._detect_work import split_within_budget
     from pmark_impl._keys import load_key
     from pmark_impl._watermark import resolve_channels
 
@@ -315,6 +316,8 @@ def _cmd_detect(args: argparse.Namespace) -> int:
     s = detection_settings(args, key, _prompt(args, args.prompt, "--prompt") if given else None)
     check_detection_flags(key, s, args.test)  # incompatible choices: refused before the encoder loads
     text = _read_text(args.file)
+    # The size budget is checked before any model loads; the count sizes the progress bar.
+    n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
     device = device_kwargs(args)
     encoder = _encoder_for_key(key, s["encoder"], args.key, **device)
     online = s["mode"] == "online"
@@ -323,7 +326,7 @@ def _cmd_detect(args: argparse.Namespace) -> int:
         if online
         else None
     )
-    bar = _progress_bar(0, "pmark detect") if online else None
+    bar = _progress_bar(n_sentences, "pmark detect")  # advanced per encoded batch / resampled position
     try:
         result = detect(
             key,
@@ -339,12 +342,11 @@ def _cmd_detect(args: argparse.Namespace) -> int:
             seed=args.seed,
             delta=args.delta,
             K=args.K,
-            progress=(lambda _t: bar.update(1)) if bar is not None else None,
+            progress=bar.update,
             **s["detect_kwargs"],
         )
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md, check S1):
     # printed only on request.
     sys.stdout.write((result.to_json(evidence=True) if args.evidence else result.to_json()) + "\n")

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_BITS",
     "TIE_TOL",
     "TailInterval",
+    "bernoulli_lattice_sf",
     "tail_bounds",
     "tail_interval",
     "tail_upper_bound",
@@ -71,28 +72,35 @@ def _enumerate_sums(w: np.ndarray) -> np.ndarray:
 
 
 def _fft_lattice_tail(steps: np.ndarray, k0: int) -> float:
-    """``P(Σ_i B_i s_i >= k0)`` for integer steps ``s_i >= 0`` by tilted FFT convolution (module doc).
-
-    The law is tilted by ``e^(θk)`` with ``θ >= 0`` solving ``E_θ[Σ B_i s_i] = k0``: factor ``i`` becomes
-    ``Bern(σ(θ s_i))`` on ``{0, s_i}`` and ``p(k) = q(k) Z e^(−θk)``, ``log Z = Σ log((1 + e^(θ s_i))/2)``.
-    Equal steps are grouped into exact binomial laws, merged smallest-first with ``fftconvolve``.
-    """
+    """``P(Σ_i B_i s_i >= k0)`` for integer steps ``s_i >= 0``, ``B_i`` iid ``Bern(½)`` (:func:`_tilted_fft_tail`)."""
     steps = steps[steps > 0]
-    total = int(steps.sum())
+    values, counts = np.unique(steps, return_counts=True)
+    return _tilted_fft_tail(values, np.full(values.shape, 0.5), counts, k0)
+
+
+def _tilted_fft_tail(values: np.ndarray, probs: np.ndarray, counts: np.ndarray, k0: int) -> float:
+    """``P(Σ_g v_g X_g >= k0)``, ``X_g ~ Binomial(c_g, q_g)`` independent, ``v_g >= 1`` integers, ``0 < q_g < 1``.
+
+    The law is tilted by ``e^(θk)`` with ``θ >= 0`` solving ``E_θ[Σ v_g X_g] = k0``: group ``g`` becomes
+    ``Binomial(c_g, expit(θ v_g + logit q_g))`` on ``{0, v_g, …}`` and ``p(k) = p_θ(k) Z e^(−θk)``,
+    ``log Z = Σ c_g log(1 − q_g + q_g e^(θ v_g))``. The binomial laws are merged smallest-first with
+    ``fftconvolve``; the tilt centres the law on the threshold, so the tail keeps a small relative error.
+    """
+    vf, qf, cf = values.astype(np.float64), probs.astype(np.float64), counts.astype(np.float64)
+    total = int(np.sum(values * counts))
     if k0 <= 0:
         return 1.0
     if k0 > total:
         return 0.0
     if k0 == total:
-        return float(2.0**-steps.size)
-    values, counts = np.unique(steps, return_counts=True)
-    vf, cf = values.astype(np.float64), counts.astype(np.float64)
+        return float(np.exp(np.sum(cf * np.log(qf))))
+    logit = np.log(qf) - np.log1p(-qf)
 
     def mean(theta: float) -> float:
-        return float(np.sum(cf * vf * special.expit(theta * vf)))
+        return float(np.sum(cf * vf * special.expit(theta * vf + logit)))
 
     theta = 0.0
-    if k0 > total / 2:
+    if k0 > mean(0.0):
         hi = 1.0 / float(vf.max())
         while mean(hi) < k0:
             hi *= 2.0
@@ -101,11 +109,11 @@ def _fft_lattice_tail(steps: np.ndarray, k0: int) -> float:
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if mean(mid) < k0 else (lo, mid)
         theta = lo
-    log_z = float(np.sum(cf * (np.logaddexp(0.0, theta * vf) - math.log(2.0))))
+    log_z = float(np.sum(cf * (np.log1p(-qf) + np.logaddexp(0.0, theta * vf + logit))))
     heap = []
-    for i, (v, c) in enumerate(zip(values, counts, strict=True)):
+    for i, (v, c, lg) in enumerate(zip(values, counts, logit, strict=True)):
         pmf = np.zeros(int(v) * int(c) + 1)
-        pmf[:: int(v)] = stats.binom.pmf(np.arange(int(c) + 1), int(c), special.expit(theta * float(v)))
+        pmf[:: int(v)] = stats.binom.pmf(np.arange(int(c) + 1), int(c), special.expit(theta * float(v) + lg))
         heap.append((pmf.size, i, pmf))
     heapq.heapify(heap)
     tag = len(heap)
@@ -287,3 +295,91 @@ def _bounds(w: np.ndarray, t: float, resolution: int, strict: bool, want_lo: boo
     resolution = max(1, min(resolution, _MAX_LATTICE_CELLS // w.size))
     lo = _lattice_tail(w, t, resolution, up=False, strict=strict) if want_lo else math.nan
     return lo, _lattice_tail(w, t, resolution, up=True, strict=strict)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The lattice law with unequal match probabilities (X4 generalised from ½ to q_i; the per-key soft test, K1).
+# --------------------------------------------------------------------------------------------------------------
+#: Above this many cell updates (``Σ_g (c_g + 1) · cells``) :func:`bernoulli_lattice_sf` convolves by FFT.
+_GROUPED_MAX_WORK = 2**27
+
+
+def _grouped(steps: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Group the bits by ``(s_i, q_i)``: ``(values, probs, counts, shift)``; ``q = 1`` bits are a fixed shift."""
+    live = (steps > 0) & (q > 0)
+    shift = int(steps[live & (q >= 1)].sum())
+    sel = live & (q < 1)
+    if not np.any(sel):
+        return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), shift
+    pairs, counts = np.unique(
+        np.stack([steps[sel].astype(np.float64), q[sel]], axis=1), axis=0, return_counts=True
+    )
+    return pairs[:, 0].astype(np.int64), pairs[:, 1], counts.astype(np.int64), shift
+
+
+def _grouped_tail(values: np.ndarray, probs: np.ndarray, counts: np.ndarray, k0: int) -> float:
+    """``P(Σ_g v_g X_g >= k0)``, ``X_g ~ Binomial(c_g, q_g)``: the exact lattice law by direct convolution.
+
+    Only products and sums of non-negative numbers: a small tail keeps its relative accuracy.
+    """
+    pmf = np.ones(1)
+    for v, q, c in zip(values.tolist(), probs.tolist(), counts.tolist(), strict=True):
+        weights = stats.binom.pmf(np.arange(c + 1), c, q)
+        out = np.zeros(pmf.size + v * c)
+        for m, w in enumerate(weights.tolist()):
+            if w > 0:
+                out[m * v : m * v + pmf.size] += w * pmf
+        pmf = out
+    return float(min(pmf[max(k0, 0) :].sum(), 1.0))
+
+
+def bernoulli_lattice_sf(
+    steps: np.ndarray, q: np.ndarray, k0: int, *, method: str = "auto", upper: bool = False
+) -> float:
+    """``P(Σ_i B_i s_i >= k0)`` with independent ``B_i ~ Bern(q_i)`` and integer steps ``s_i >= 0`` (X4, K1).
+
+    X4's lattice law with the fair coin replaced by the match probability ``q_i`` of each bit. Bits of equal
+    ``(s_i, q_i)`` form one binomial factor; the factors are convolved exactly (``"direct"``: sums of
+    non-negative terms) or, when that would cost more than ``2^27`` cell updates, by the tilted FFT of X4's large
+    route (``"fft"``; relative error about 1e-9, widened by :data:`FFT_RTOL` with ``upper``). The tail is
+    non-decreasing in every ``q_i`` (``P(S >= k) = P(S_(−i) >= k) + q_i · P(k − s_i <= S_(−i) < k)``), so
+    upper bounds on the ``q_i`` give an upper bound on the tail.
+
+    Args:
+      steps: ``[n]`` non-negative integer steps.
+      q: ``[n]`` probabilities in ``[0, 1]``.
+      k0: the integer threshold.
+      method: ``"auto"``, ``"direct"`` or ``"fft"``.
+      upper: widen an FFT result by the factor ``1 + FFT_RTOL`` (a valid upper bound, for p-values).
+
+    Returns:
+      The tail probability in ``[0, 1]``.
+
+    Raises:
+      PMarkValueError: steps that are not non-negative integers, ``q`` outside ``[0, 1]`` or of another shape,
+        a non-integer ``k0``, an unknown ``method``.
+    """
+    s = np.asarray(steps)
+    if s.dtype == bool or not np.issubdtype(s.dtype, np.integer) or s.ndim != 1 or np.any(s < 0):
+        raise PMarkValueError(f"steps must be a 1-D array of non-negative integers, got {s.dtype} {s.shape}")
+    try:
+        qq = np.asarray(q, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PMarkValueError("q must be an array of probabilities") from None
+    if qq.shape != s.shape or not np.all((qq >= 0) & (qq <= 1)):
+        raise PMarkValueError(
+            f"q must hold probabilities in [0, 1], one per step ({s.shape}), got {qq.shape}"
+        )
+    if isinstance(k0, bool) or not isinstance(k0, (int, np.integer)):
+        raise PMarkValueError(f"k0 must be an integer, got {type(k0).__name__}")
+    if method not in ("auto", "direct", "fft"):
+        raise PMarkValueError(f"method must be 'auto', 'direct' or 'fft', got {method!r}")
+    values, probs, counts, shift = _grouped(s.astype(np.int64), qq)
+    k = int(k0) - shift
+    if method == "auto":
+        cells = int(np.sum(values * counts)) + 1
+        method = "direct" if int(np.sum(counts + 1)) * cells <= _GROUPED_MAX_WORK else "fft"
+    if method == "direct":
+        return _grouped_tail(values, probs, counts, k)
+    p = _tilted_fft_tail(values, probs, counts, k)
+    return float(min(p * (1.0 + FFT_RTOL), 1.0)) if upper else p

@@ -148,7 +148,7 @@ def test_default_json_reports_the_verdict_and_totals_only(enc64):
     assert "sentences" not in doc
     assert set(doc["statistics"]) == {"hard", "soft", "paper_soft_z"}
     assert doc["statistics"]["hard"] == res.statistics["hard"]
-    assert set(doc["statistics"]["soft"]) == {"p_value", "calibrated"}
+    assert set(doc["statistics"]["soft"]) == {"p_value", "calibrated", "note"}  # the note: a constant text
     assert doc["statistics"]["paper_soft_z"]["uncalibrated"] is True
     assert doc["settings"]["key_fingerprint"] == _key(5, 64).fingerprint
     assert doc == json.loads(json.dumps(res.to_dict()))
@@ -283,7 +283,7 @@ def test_soft_pvalue_is_computed_only_when_asked(enc64):
     key, text = _key(50, 64), _human_text(np.random.default_rng(50), 12)
     hard = detect(key, text, enc64)
     assert hard.statistics["soft"]["p_value"] is None and "not computed" in hard.statistics["soft"]["note"]
-    assert set(json.loads(hard.to_json())["statistics"]["soft"]) == {"p_value", "calibrated"}  # same schema
+    assert set(json.loads(hard.to_json())["statistics"]["soft"]) == {"p_value", "calibrated", "note"}
     soft = detect(key, text, enc64, test="soft")
     asked = detect(key, text, enc64, soft_resolution=2**14)
     assert 0 < soft.statistics["soft"]["p_value"] <= 1 and soft.p_value == soft.statistics["soft"]["p_value"]

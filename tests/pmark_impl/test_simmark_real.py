@@ -170,7 +170,7 @@ def test_detect_edge_cases_and_encoder_mismatch():
         detect_simmark("A. B.", _CircleEncoder("other"), cal)
     with pytest.raises(PMarkValueError, match="alpha"):
         detect_simmark("A. B.", enc, cal, alpha=0)
-    with pytest.raises(PMarkValueError, match="string or a sequence"):
+    with pytest.raises(PMarkValueError, match="text_or_sentences must be a str or a list of str"):
         detect_simmark(3, enc, cal)
     d = json.loads(res.to_json())
     assert d["mode"] == "simmark" and "does not" in d["note"]
