@@ -21,18 +21,38 @@ REQUIRED = [
 ]
 
 
+def _untested_elsewhere() -> list[str]:
+    """The checks that no other default test runs at the quick budget (the rest run one by one in
+    ``test_detection_checks`` and ``test_distortion_checks``, verdict and control)."""
+    from test_detection_checks import IDS as DETECTION
+    from test_distortion_checks import IDS as DISTORTION
+
+    return sorted(set(registry()) - set(DETECTION) - set(DISTORTION))
+
+
+def _run_quick(out: Path, only: list[str] | None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    argv = [sys.executable, "-m", "proofs_checks.cli", "--quick", "--out", str(out), "--no-progress"]
+    return subprocess.run(
+        [*argv, *(["--only", *only] if only else [])], capture_output=True, text=True, env=env, timeout=900
+    )
+
+
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
+    """``pmark check --quick`` end to end, on the checks no other default test runs (45 s instead of 89 s on
+    2 cores; the whole quick run is the slow test below and ``bash run.sh check --quick``)."""
     out = tmp_path_factory.mktemp("pmark") / "report"
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "proofs_checks.cli", "--quick", "--out", str(out), "--no-progress"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    return proc, out
+    return _run_quick(out, _untested_elsewhere()), out
+
+
+@pytest.mark.slow
+def test_the_whole_quick_run_passes(tmp_path):
+    proc = _run_quick(tmp_path / "report", None)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((tmp_path / "report" / "results.json").read_text(encoding="utf-8"))
+    assert sorted(r["id"] for r in doc["results"]) == sorted(registry())
+    assert all(r["passed"] for r in doc["results"])
 
 
 def test_every_required_claim_has_a_check():
