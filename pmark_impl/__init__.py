@@ -35,7 +35,7 @@ _LAZY = {
     "save_provenance": "pmark_impl._provenance",
     "get_attack": "pmark_impl.attacks",
     "attack_plugins": "pmark_impl.attacks",
-    "plugin": "pmark_impl._plugins",
+    "plugin": "pmark_theory._plugins",
     "list_attacks": "pmark_impl.attacks",
     "attack_similarity": "pmark_impl.attacks",
     "evidence_flips": "pmark_impl.attacks",

@@ -206,6 +206,37 @@ def _key_file(args: argparse.Namespace, channels: int) -> Any:
     return key
 
 
+def _check_green_sizes(runs: Any, key: Any) -> None:
+    """Each SemStamp / k-SemStamp run's green size ``g = round(γ M)`` lies in ``1..M-1`` for its cells (``M = 2^h``,
+    or ``k`` clusters: the key's fitted ``k`` by default) — checked before the folder is made or a model loads."""
+    import inspect
+
+    from pmark_impl._centroids import DEFAULT_N_CLUSTERS
+    from pmark_impl._watermark import generate
+    from pmark_theory._validate import PMarkValueError, check_green_size
+
+    defaults = {n: p.default for n, p in inspect.signature(generate).parameters.items()}
+    for run in runs:
+        if run.scheme not in ("semstamp", "ksemstamp"):
+            continue
+        settings = {**defaults, **{k: v for k, v in run.settings if v is not None}}
+        if run.scheme == "semstamp":
+            m = 2 ** int(settings["lsh_dim"])
+        elif settings["n_clusters"] is not None:
+            m = int(settings["n_clusters"])
+        else:
+            m = (
+                DEFAULT_N_CLUSTERS if key is None else key.default_n_clusters
+            )  # an evaluation key: random centroids
+        try:
+            check_green_size(round(settings["gamma"] * m), m)
+        except PMarkValueError as exc:
+            raise PMarkValueError(
+                f"run {run.run_id}: gamma = {settings['gamma']} gives a green size outside 1..M-1 for its "
+                f"M = {m} cells ({exc}); choose another --gamma, --lsh-dim or --n-clusters"
+            ) from None
+
+
 def _key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any:
     """``key`` (from :func:`_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
     import numpy as np
@@ -294,6 +325,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         min_sentences=args.min_sentences,
     )
     key_file = _key_file(args, config.max_channels)
+    _check_green_sizes(runs, key_file)
     check_ours(args.out)  # a folder pmark did not write is refused before any model loads (writes nothing)
     device = _device(args, world)
     dev = {"device": device} if device else {}

@@ -159,6 +159,10 @@ def _file_path(path: Any) -> Path:
     if not isinstance(fs, str) or not fs or "\0" in fs:
         got = _shown(fs) if isinstance(fs, str) else type(path).__name__
         raise KeyFileError(f"a key file path must be a non-empty str or os.PathLike of str, got {got}")
+    if fs.endswith((os.sep, os.altsep or os.sep)):  # Path() would drop the slash and name a file
+        raise KeyFileError(
+            f"key file path {_shown(fs)} ends with a separator: it names a directory, not a file"
+        )
     return Path(fs)
 
 

@@ -97,6 +97,7 @@ from pmark_theory._per_key_test import (
     poisson_binomial_pmf,
     poisson_binomial_sf,
 )
+from pmark_theory._plugins import PluginError, plugin
 from pmark_theory._rules import (
     NEGATIVE_CONTROL_RULES,
     RULES,

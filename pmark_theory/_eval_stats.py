@@ -15,6 +15,7 @@ References:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,8 +26,12 @@ from pmark_theory._validate import (
     PMarkValueError,
     check_finite,
     check_positive_int,
+    check_size,
     check_unit_interval,
 )
+
+#: Largest ``n`` of scipy's binomial law (a C ``long``).
+_MAX_BINOM_N = 2**63 - 1
 
 __all__ = [
     "Proportion",
@@ -128,7 +133,11 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
         raise PMarkValueError(
             f"n must be at most 2**512 (a count of trials), got a number of {n.bit_length()} bits"
         )
-    return (0.0, 1.0) if n == 0 else clopper_pearson_bounds(k, n, a)
+    if n == 0:
+        return (0.0, 1.0)
+    lo, hi = clopper_pearson_bounds(k, n, a)
+    rate = float(Fraction(k, n))  # lo <= k/n <= hi exactly; at n ~ 1e40 the ends are within an ulp of k/n and
+    return min(lo, rate), max(hi, rate)  # rounding could invert them: the rounded k/n keeps the order
 
 
 def proportion(k: int, n: int, confidence: float = 0.95) -> Proportion:
@@ -303,9 +312,9 @@ def critical_count(n_bits: int, alpha: float, null_p: float = 0.5) -> int:
       ``k`` in ``0..n+1`` (``n + 1``: no count rejects).
 
     Raises:
-      PMarkValueError: ``n_bits`` not an integer ``>= 0``, ``alpha`` or ``null_p`` outside ``(0, 1)``.
+      PMarkValueError: ``n_bits`` not an integer in ``0..2**63 - 1``, ``alpha`` or ``null_p`` outside ``(0, 1)``.
     """
-    n = check_positive_int("n_bits", n_bits, minimum=0)
+    n = check_size("n_bits", n_bits, minimum=0, maximum=_MAX_BINOM_N)  # scipy's binom takes a C long n
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     null_p = check_unit_interval("null_p", null_p, open_left=True, open_right=True)
     lo, hi = 0, n + 1  # P(Bin >= 0) = 1 > α; k = n + 1 rejects by convention (P(Bin >= n + 1) = 0)

@@ -185,8 +185,12 @@ def check_output_target(path: str | os.PathLike[str], force: bool, *, what: str 
     Raises:
       FileExistsError: ``path`` exists and ``force`` is false.
       UserFileError: ``path`` exists and is not a regular file (a symbolic link, device, FIFO, directory),
-        which ``force`` never replaces; or its folder does not exist.
+        which ``force`` never replaces; it ends with a path separator (a directory); or its folder does not
+        exist.
     """
+    raw = os.fspath(path)
+    if isinstance(raw, str) and raw.endswith((os.sep, os.altsep or os.sep)):  # Path() would drop the slash
+        raise UserFileError(f"cannot write {what} {path}: a path ending with a separator names a directory")
     target = Path(path)
     try:
         st = os.lstat(target)

@@ -67,6 +67,8 @@ def check_real(name: str, x: Any) -> np.ndarray:
         return np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise PMarkValueError(f"{name} must be an array of real numbers ({exc})") from None
+    except OverflowError:  # an integer such as 10**400: finite, but beyond every float64
+        raise PMarkValueError(f"{name} holds a number too large for float64 (beyond ±1.8e308)") from None
 
 
 def check_finite(name: str, x: Any, *, ndim: int | None = None, nonempty: bool = True) -> np.ndarray:

@@ -21,6 +21,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_USAGE",
     "LOCK_NAME",
+    "MAX_SEED",
     "OneLineArgumentParser",
     "OutputInUseError",
     "OutputLock",
@@ -30,6 +31,8 @@ __all__ = [
 ]
 
 EXIT_USAGE = 2
+#: Largest ``--seed``: ``jax.random.key`` keeps 32 bits of a seed without x64 (2**32 and 0 would be one key).
+MAX_SEED = 2**32 - 1
 #: ``128 + SIGINT``, the shell's status of a process stopped by Ctrl-C.
 EXIT_INTERRUPTED = 130
 

@@ -29,6 +29,7 @@ from proofs_checks._cli_common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     LOCK_NAME,
+    MAX_SEED,
     OneLineArgumentParser,
     OutputInUseError,
     OutputLock,
@@ -53,8 +54,6 @@ __all__ = ["INTERRUPTED_MESSAGE", "MAX_SEED", "main", "run"]
 PROG = "pmark check"
 #: The run-state file of a report (``complete``, seed, budget): the previous version's only marker.
 MARKER = STATE_FILE
-#: Seeds feed ``jax.random.key``: ``0 <= seed < 2**32``.
-MAX_SEED = 2**32 - 1
 #: Printed on stderr when Ctrl-C stops a run (exit status 130).
 INTERRUPTED_MESSAGE = "pmark: interrupted (completed results are cached; rerun to resume)"
 

@@ -10,7 +10,6 @@ docs/attacks.md.
 
 from __future__ import annotations
 
-from pmark_impl._plugins import plugin
 from pmark_impl.attacks._diagnostics import AttackSimilarity, EvidenceFlips, attack_similarity, evidence_flips
 from pmark_impl.attacks._lexicon import Lexicon, TableLexicon, WordNetLexicon, default_lexicon, wordnet_folder
 from pmark_impl.attacks._paraphrase import (
@@ -41,6 +40,7 @@ from pmark_impl.attacks._sentence import (
     sentence_swap,
 )
 from pmark_impl.attacks._word import STOP_WORDS, substitutable_mask, word_delete, word_substitute
+from pmark_theory._plugins import plugin
 
 __all__ = [
     "DOCUMENT_TEMPLATE",

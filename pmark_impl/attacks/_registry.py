@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pmark_impl._plugins import load_plugin, plugin_entry_points
 from pmark_impl.attacks._params import show
+from pmark_theory._plugins import load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [

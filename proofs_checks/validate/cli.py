@@ -27,6 +27,7 @@ import jax
 import numpy as np
 
 from pmark_theory._validate import PMarkValueError
+from proofs_checks._cli_common import MAX_SEED, int_in_range
 from proofs_checks.validate._battery import DEFAULT_ETAS, DEFAULT_N_CANDIDATES, DEFAULT_T, validate_proxy
 from proofs_checks.validate._proxies import BUILTIN_PROXIES, PROXY_KINDS, Proxy, builtin_proxy, make_proxy
 from proofs_checks.validate._report import check_report_dir, write_proxy_report
@@ -99,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("proxy-report"), help="report directory (default ./proxy-report)"
     )
     p.add_argument("--force", action="store_true", help="overwrite an existing report directory")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument(
+        "--seed", type=int_in_range(0, MAX_SEED), default=0, help=f"seed, 0..{MAX_SEED} (default 0)"
+    )
     return p
 
 
@@ -153,9 +156,34 @@ def read_corpus(path: Path) -> list[str]:
 
 
 def _import_attr(spec: str) -> Any:
+    """The object ``spec`` names (``module:attr`` or ``file.py:attr``), refused unless it is a registered proxy.
+
+    A proxy is registered when it is a :class:`Proxy` (built with :func:`make_proxy`, which only a proxy's author
+    does), a function marked ``@plugin("proxy")``, or the target of an entry point of ``pmark.proxies``
+    (:mod:`pmark_theory._plugins`). Importing the module runs its top-level code (unavoidable); the standard
+    library is refused before any import, and nothing is called before the check (issue 24).
+    """
+    from pmark_theory._plugins import how_to_register, is_plugin, plugin_entry_points
+
     mod_name, _, attr = spec.rpartition(":")
     if not mod_name or not attr:
         raise UsageError(f"proxy must be builtin:NAME or module:attribute, got {spec!r}")
+    top = Path(mod_name).stem if mod_name.endswith(".py") else mod_name.split(".")[0]
+    if not mod_name.endswith(".py") and (top in sys.stdlib_module_names or top in sys.builtin_module_names):
+        raise UsageError(
+            f"proxy {spec} is refused: {top} is part of the Python standard library; {how_to_register('proxy')}"
+        )
+    obj = _load_attr(mod_name, attr)
+    declared = any(spec in targets for targets in plugin_entry_points("proxy").values())
+    if not (isinstance(obj, Proxy) or is_plugin(obj, "proxy") or declared):
+        raise UsageError(
+            f"proxy {spec} is refused: it is not registered as a proxy; {how_to_register('proxy')}, "
+            "or build it with proofs_checks.validate.make_proxy"
+        )
+    return obj
+
+
+def _load_attr(mod_name: str, attr: str) -> Any:
     try:
         if mod_name.endswith(".py"):
             path = Path(mod_name)

@@ -19,7 +19,7 @@ from _plugin_helpers import (
     wipe,
 )
 
-from pmark_impl._plugins import (
+from pmark_theory._plugins import (
     MARKER,
     PLUGIN_KINDS,
     PluginError,
@@ -77,6 +77,7 @@ def test_only_an_own_marker_counts():
 def test_kinds_and_unmarkable_objects():
     assert dict(PLUGIN_KINDS) == {
         "attack": "pmark.attacks",
+        "proxy": "pmark.proxies",
         "scheme": "pmark.schemes",
         "audit_target": "pmark.audit_targets",
     }
@@ -111,7 +112,7 @@ def test_the_standard_library_is_refused_without_being_imported():
     """``antigravity`` opens a web browser when imported: it must not even be imported."""
     code = (
         "import sys\n"
-        "from pmark_impl._plugins import load_plugin, PluginError\n"
+        "from pmark_theory._plugins import load_plugin, PluginError\n"
         "for spec in ('antigravity:fly', 'shutil:rmtree', 'os:system', 'this:s'):\n"
         "    try:\n"
         "        load_plugin(spec, 'attack')\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -360,8 +361,12 @@ def test_cli_user_proxy_and_user_errors(tmp_path, capsys):
     mod = tmp_path / "myproxies.py"
     mod.write_text(
         "import numpy as np\n"
+        "from pmark_theory import plugin\n"
+        "@plugin('proxy')\n"
         "def tanh_proxy(x):\n    return np.tanh(3 * x[:, :2])\n"
-        "def broken(x):\n    raise KeyError('oops')\n",
+        "@plugin('proxy')\n"
+        "def broken(x):\n    raise KeyError('oops')\n"
+        "def unregistered(x):\n    open('CALLED', 'w').close()\n    return np.tanh(x[:, :2])\n",
         encoding="utf-8",
     )
     synth = ["--synthetic", f"K={K}", f"d={D}", "rho=0.3"]
@@ -371,6 +376,8 @@ def test_cli_user_proxy_and_user_errors(tmp_path, capsys):
     cases = [
         ([f"{mod}:broken", *synth], "broken"),
         ([f"{mod}:missing", *synth], "no attribute 'missing'"),
+        ([f"{mod}:unregistered", *synth], "not registered as a proxy"),  # issue 24: never called
+        (["os:remove", *synth], "standard library"),
         (["builtin:nope", *synth], "unknown built-in"),
         (["builtin:pmark", "--synthetic", "K=ten"], "must be a number"),
         (["builtin:pmark"], "--corpus"),
@@ -379,6 +386,7 @@ def test_cli_user_proxy_and_user_errors(tmp_path, capsys):
         assert main([*argv, "--out", str(tmp_path / "b")]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
+    assert not (tmp_path / "CALLED").exists() and not Path("CALLED").exists()
 
 
 class HashEncoder:

@@ -1,7 +1,8 @@
 """Plug-ins are explicit: only an object registered as a plug-in of a kind is ever called as one (issue 24).
 
 The toolkit runs user code in a few places: attacks named ``"module:function"`` (``pmark attack``, ``pmark
-evaluate --attack``, :func:`pmark_impl.attacks.get_attack`), and later schemes and audit targets. Before issue 24
+evaluate --attack``, :func:`pmark_impl.attacks.get_attack`), proxies (``pmark validate-proxy module:function``),
+and later schemes and audit targets. It lives in ``pmark_theory`` so that every package can use it. Before issue 24
 any importable callable was accepted, so ``pmark attack shutil:rmtree FILE`` deleted the folder named in the file.
 Now a plug-in is registered in one of two ways, and anything else is refused with one line saying how to register:
 
@@ -10,7 +11,7 @@ Now a plug-in is registered in one of two ways, and anything else is refused wit
   marker counts (read from its ``__dict__``, bypassing ``__getattr__``; a subclass of a marked class is not
   marked), and it must be exactly the kind's name.
 * **An entry point** of an installed distribution in the kind's group (:data:`PLUGIN_KINDS`: ``pmark.attacks``,
-  ``pmark.schemes``, ``pmark.audit_targets``), e.g. in ``pyproject.toml``::
+  ``pmark.proxies``, ``pmark.schemes``, ``pmark.audit_targets``), e.g. in ``pyproject.toml``::
 
       [project.entry-points."pmark.attacks"]
       drop-adjectives = "mypkg.attacks:drop_adjectives"
@@ -53,7 +54,12 @@ __all__ = [
 
 #: Plug-in kinds and the entry-point group of each.
 PLUGIN_KINDS: Mapping[str, str] = MappingProxyType(
-    {"attack": "pmark.attacks", "scheme": "pmark.schemes", "audit_target": "pmark.audit_targets"}
+    {
+        "attack": "pmark.attacks",
+        "proxy": "pmark.proxies",
+        "scheme": "pmark.schemes",
+        "audit_target": "pmark.audit_targets",
+    }
 )
 #: The attribute :func:`plugin` sets on a plug-in: the kind's name.
 MARKER = "__pmark_plugin__"
@@ -91,7 +97,7 @@ def how_to_register(kind: str) -> str:
     """The sentence every refusal ends with: the two ways to register a plug-in of ``kind``."""
     group = entry_point_group(kind)
     return (
-        f"only registered plug-ins run: decorate it with @plugin({kind!r}) (from pmark_impl import plugin), "
+        f"only registered plug-ins run: decorate it with @plugin({kind!r}) (from pmark_theory import plugin), "
         f"or declare it as an entry point in the group {group!r} of an installed package"
     )
 
@@ -101,7 +107,7 @@ def plugin(kind: str) -> Callable[[_T], _T]:
 
     Example::
 
-        from pmark_impl import plugin
+        from pmark_theory import plugin  # also pmark_impl.plugin
 
         @plugin("attack")
         def shout(text, rng, suffix="!"):
