@@ -22,8 +22,9 @@ Now a plug-in is registered in one of two ways, and anything else is refused wit
 
 What runs before the refusal: naming ``"module:attribute"`` imports ``module`` (and its parent packages), which
 executes that module's top-level code: there is no other way to read the attribute's marker. Nothing else is
-imported and nothing is called: the attribute is looked up with ``getattr`` and its marker read from its own
-``__dict__`` before anything calls it. Modules of the Python standard library (``sys.stdlib_module_names``) never
+imported and the plug-in is not called: the attribute is looked up with ``getattr`` and its marker read from its
+own ``__dict__`` before anything calls it (``getattr`` can run the module's own hooks, a module-level
+``__getattr__`` or a property on a dotted path: code of the module that importing it already trusted). Modules of the Python standard library (``sys.stdlib_module_names``) never
 hold a pmark plug-in and are refused without being imported.
 """
 
@@ -114,7 +115,7 @@ def plugin(kind: str) -> Callable[[_T], _T]:
             return text.upper() + suffix
 
     Args:
-      kind: one of :data:`PLUGIN_KINDS` (``"attack"``, ``"scheme"``, ``"audit_target"``).
+      kind: one of :data:`PLUGIN_KINDS` (``"attack"``, ``"proxy"``, ``"scheme"``, ``"audit_target"``).
 
     Returns:
       The decorator; it sets ``obj.__pmark_plugin__ = kind``.
@@ -201,7 +202,7 @@ def parse_plugin_spec(spec: str) -> tuple[str, str]:
 
 
 def load_plugin(spec: str, kind: str) -> Any:
-    """The plug-in of ``kind`` named ``spec``, refused unless registered; NOTHING is called.
+    """The plug-in of ``kind`` named ``spec``, refused unless registered; the plug-in is never called.
 
     Args:
       spec: ``"module:attribute"`` (``attribute`` may be dotted), or the name of an entry point in the kind's

@@ -6,7 +6,7 @@ with their parameters; :func:`get_attack` binds parameters and returns an :class
 its input and output and turns every failure into a :class:`~pmark_theory._validate.PMarkValueError` whose
 message names the attack. Every parameter is checked when it is bound, before any work.
 
-A user attack is a *plug-in* (:mod:`pmark_impl._plugins`): ``function(text, rng, **params) -> str`` registered
+A user attack is a *plug-in* (:mod:`pmark_theory._plugins`): ``function(text, rng, **params) -> str`` registered
 with ``@plugin("attack")`` and named ``"module:function"``, or declared as an entry point in the group
 ``pmark.attacks`` and named by its entry-point name. Anything else named ``"module:function"`` is refused
 before it is called (issue 24: ``shutil:rmtree`` deleted a folder).

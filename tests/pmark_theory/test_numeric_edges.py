@@ -117,6 +117,9 @@ def test_binomial_tails_are_complementary_for_any_p():
         upper, lower = binom_log_sf(k, n, p), binom_log_cdf(k - 1, n, p)
         assert math.exp(upper) + math.exp(lower) == pytest.approx(1.0, rel=1e-13)
     assert binom_log_sf(3, 10, 0.0) == -math.inf and binom_log_sf(0, 10, 0.0) == 0.0
+    # p != 1/2 against the independent mpmath sum (complementarity alone would pass a p <-> 1 - p swap)
+    for n, k, p in [(50, 20, 0.3), (2000, 700, 0.3), (10**5, 30_300, 0.3), (3000, 40, 0.01)]:
+        assert binom_log_sf(k, n, p) == pytest.approx(_mp_log_sf(k, n, p), rel=1e-12)
     for bad in (complex(0.5), float("nan"), 1.5, True):
         with pytest.raises(PMarkValueError, match="p must be a real number"):
             binom_log_sf(1, 2, bad)
@@ -227,6 +230,8 @@ def test_clopper_pearson_refuses_absurd_n_with_a_clear_error():
 def test_critical_count_at_huge_n_is_the_exact_threshold(n, alpha):
     k = critical_count(n, alpha)
     assert hard_count_pvalue(k, n) <= alpha < hard_count_pvalue(k - 1, n)
+    # the same threshold from the independent Euler-Maclaurin oracle (hard_count_pvalue shares _binom_tail)
+    assert _quad_log_sf(k, n) <= math.log(alpha) < _quad_log_sf(k - 1, n)
     z = special.ndtri(1 - alpha)
     assert abs(k - (n / 2 + z * math.sqrt(n) / 2 + 0.5)) < 2 + 1e-6 * math.sqrt(n)
 
