@@ -1,7 +1,10 @@
 """The ``pmark`` command line's argument parser: subcommands, options, range-checked numbers.
 
-Kept apart from :mod:`pmark_impl.cli` (the handlers and ``main``) so that each module holds one concept; the
-parser receives the handlers, so tests that patch ``pmark_impl.cli``'s loaders keep working.
+Kept apart from :mod:`pmark_impl.cli` (``main`` and the model loaders) and from the handlers so that each module
+holds one concept; the parser receives the handlers, so tests that patch ``pmark_impl.cli``'s loaders keep
+working. Commands whose handler module also defines their options add them itself (``keygen``:
+:mod:`pmark_impl._cli_commands`; ``attacks``/``attack``: :mod:`pmark_impl._cli_attacks`; ``calibrate``,
+``calibrate-simmark``, ``evaluate``); ``generate``, ``detect`` and ``demo`` share options and are defined here.
 """
 
 from __future__ import annotations
@@ -93,64 +96,13 @@ def build_parser(
 
     Errors are one line (:class:`~pmark_impl._cli_util.OneLineArgumentParser`); every number is range-checked.
     """
-    from pmark_impl._keys import MAX_KEY_CHANNELS, MAX_KEY_DIM, MAX_SEED_WINDOW
-
     parser = OneLineArgumentParser(prog="pmark", description="PMark semantic watermarking on a real LLM.")
     parser.add_argument("--version", action="version", version=f"pmark {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("keygen", help="create a secret watermark key file (JSON, mode 0600)")
-    p.add_argument("--out", required=True, metavar="KEY", help="key file to create")
-    p.add_argument("--encoder", default=None, help="sentence encoder name or path (default: offline MiniLM)")
-    p.add_argument(
-        "--dim",
-        type=int_type(1, MAX_KEY_DIM),
-        default=None,
-        help=f"encoder dimension, 1..{MAX_KEY_DIM} (skips loading the encoder)",
-    )
-    p.add_argument(
-        "--channels",
-        type=int_type(1, MAX_KEY_CHANNELS),
-        default=4,
-        metavar="b",
-        help=f"number of channels b, 1..min(d, {MAX_KEY_CHANNELS}) (default 4)",
-    )
-    p.add_argument(
-        "--seeding",
-        choices=["position", "context"],
-        default="position",
-        help="where each sentence's key bits come from: its position (default, the paper) or the previous "
-        "sentences' embedding (robust to sentence deletion and insertion; detection then uses the "
-        "key-resampling p-value, Z1-Z4)",
-    )
-    p.add_argument(
-        "--seed-window",
-        type=int_type(1, MAX_SEED_WINDOW),
-        default=1,
-        metavar="W",
-        help=f"context seeding window, 1..{MAX_SEED_WINDOW} (default 1)",
-    )
-    p.add_argument(
-        "--centroid-corpus",
-        default=None,
-        metavar="builtin|FILE",
-        help="fit k-SemStamp centroids by spherical k-means on this corpus and store them in the key: "
-        "'builtin' (prose shipping with Python), a .jsonl file or plain text with documents separated by "
-        "blank lines (default: none; ksemstamp then uses random centroids derived from the key)",
-    )
-    p.add_argument(
-        "--n-clusters",
-        type=int_type(2, 1024),
-        default=None,
-        metavar="K",
-        help="number of k-SemStamp centroids fitted with --centroid-corpus (default 8)",
-    )
-    p.add_argument(
-        "--centroid-field", default=None, help="text field of a .jsonl centroid corpus (default 'text')"
-    )
-    p.add_argument("--centroid-seed", type=_SEED, default=0, help="seed of the k-means seeding (default 0)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing key file (regular files only)")
-    p.set_defaults(func=handlers["keygen"])
+    from pmark_impl._cli_commands import add_keygen_parser
+
+    add_keygen_parser(sub, handlers["keygen"], _SEED)
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--key", required=True, metavar="KEY", help="key file")
@@ -407,30 +359,9 @@ def build_parser(
     add_simmark_detect_arguments(p)
     p.set_defaults(func=handlers["detect"])
 
-    p = sub.add_parser(
-        "attacks", help="list the registered text attacks and their parameters (docs/attacks.md)"
-    )
-    p.add_argument("--json", action="store_true", help="print the list as JSON")
-    p.set_defaults(func=handlers["attacks"])
+    from pmark_impl._cli_attacks import add_attack_parsers
 
-    p = sub.add_parser("attack", help="apply a registered text attack to FILE (deterministic given --seed)")
-    p.add_argument("name", metavar="NAME", help="attack name (see 'pmark attacks') or module:function")
-    p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin)")
-    p.add_argument(
-        "--param",
-        action="append",
-        metavar="NAME=VALUE",
-        help="an attack parameter, e.g. rate=0.15 (repeatable)",
-    )
-    p.add_argument(
-        "--human-file", default=None, metavar="F", help="human text for sentence-insert / copy-paste"
-    )
-    p.add_argument("--seed", type=_SEED, default=0, help="seed of the attack's generator (default 0)")
-    p.add_argument(
-        "--out", default=None, metavar="FILE", help="write the attacked text here (default: stdout)"
-    )
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
-    p.set_defaults(func=handlers["attack"])
+    add_attack_parsers(sub, handlers["attacks"], handlers["attack"], _SEED)
 
     from pmark_impl._cli_calibrate import add_calibrate_parser
 

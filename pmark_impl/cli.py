@@ -40,15 +40,20 @@ removing a probe file) is refused with one line. ``detect`` refuses choices dete
 with another mode, ``--test`` with SimMark) right after the key is read, before the encoder loads. A write
 that still fails later (disk full) is one line naming the file, never a raw ``[Errno …]``.
 
-To add a subcommand: write ``_cmd_x(args) -> int`` and register it in :func:`build_parser`; to forward a
-command to another package, add it to :data:`EXTERNAL_COMMANDS`.
+This module holds ``main``, the model loaders (module-level functions, so tests can substitute fakes) and
+:func:`build_parser`; the handlers live beside it (``keygen``, ``demo``, ``generate``, ``detect``:
+:mod:`pmark_impl._cli_commands`; ``calibrate``: :mod:`pmark_impl._cli_calibrate`; ``evaluate``:
+:mod:`pmark_impl._cli_evaluate`; ``attack(s)``: :mod:`pmark_impl._cli_attacks`; ``calibrate-simmark``:
+:mod:`pmark_impl._cli_simmark`) and call the loaders through this module (``cli._load_encoder``, …).
+
+To add a subcommand: write ``cmd_x(args) -> int`` in a ``_cli_*`` module and register it in
+:func:`build_parser`; to forward a command to another package, add it to :data:`EXTERNAL_COMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib
 import os
 import sys
@@ -57,13 +62,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from pmark_impl import _cli_parser
+from pmark_impl._cli_commands import cmd_demo as _cmd_demo
+from pmark_impl._cli_commands import cmd_detect as _cmd_detect
+from pmark_impl._cli_commands import cmd_generate as _cmd_generate
+from pmark_impl._cli_commands import cmd_keygen as _cmd_keygen
 from pmark_impl._cli_files import PROMPT_LIMIT_BYTES, CLIError
-from pmark_impl._cli_files import check_paths as _check_paths
-from pmark_impl._cli_files import check_text_arg as _check_text_arg
-from pmark_impl._cli_files import output_errors as _output_errors
-from pmark_impl._cli_files import prompt_text as _prompt
-from pmark_impl._cli_files import read_text as _read_text
-from pmark_impl._cli_files import write_text as _write_text
 from pmark_impl._cli_util import one_line
 
 __all__ = ["EXTERNAL_COMMANDS", "PROMPT_LIMIT_BYTES", "CLIError", "build_parser", "main"]
@@ -152,205 +155,10 @@ def _encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) -
     return encoder
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Subcommands.
-# --------------------------------------------------------------------------------------------------------------
-def _cmd_keygen(args: argparse.Namespace) -> int:
-    from pmark_impl._keys import WatermarkKey, check_key_shape, save_key
-
-    fit = getattr(args, "centroid_corpus", None)
-    _check_paths(
-        {"--centroid-corpus": fit if fit != "builtin" else None}, {"--out key file": args.out}, args.force
-    )
-    if fit is None and (getattr(args, "n_clusters", None) or getattr(args, "centroid_field", None)):
-        raise CLIError("--n-clusters and --centroid-field need --centroid-corpus builtin|FILE")
-    encoder = None
-    if args.dim is not None:
-        if not args.encoder:
-            raise CLIError("--dim needs --encoder (the name of the encoder of that dimension)")
-        name, dim = args.encoder, args.dim
-    else:
-        encoder = _load_encoder(args.encoder)
-        name, dim = str(getattr(encoder, "name", args.encoder)), int(encoder.dim)
-    dim, channels = check_key_shape(dim, args.channels)
-    key = WatermarkKey.generate(None, name, dim, channels)
-    if args.seeding != "position":
-        key = dataclasses.replace(key, seeding=args.seeding, seed_window=args.seed_window)
-    if fit is not None:  # k-SemStamp centroids by spherical k-means (E2), fitted before anything is written
-        from pmark_impl._centroids import DEFAULT_N_CLUSTERS, centroid_corpus, fit_key_centroids
-
-        documents, corpus = centroid_corpus(fit, args.centroid_field)
-        encoder = encoder if encoder is not None else _load_encoder(args.encoder)
-        if int(encoder.dim) != dim:
-            raise CLIError(f"--dim {dim} differs from the dimension {encoder.dim} of encoder {name!r}")
-        k = args.n_clusters or DEFAULT_N_CLUSTERS
-        key = fit_key_centroids(key, encoder, documents, k, args.centroid_seed, corpus=corpus)
-    with _output_errors(args.out, "key file"):
-        save_key(key, args.out, force=args.force)
-    print(
-        f"pmark: wrote key {args.out} (encoder {name!r}, d = {dim}, b = {key.channels}, "
-        + (f"{key.fitted_centroids.k} centroids fitted on {fit!r}, " if key.fitted_centroids else "")
-        + f"fingerprint {key.fingerprint})",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    import json
-
-    from pmark_impl._demo import format_demo, run_demo
-
-    try:
-        result = run_demo(
-            prompt=_check_text_arg("--prompt", args.prompt),
-            n_sentences=args.sentences,
-            n_candidates=args.n,
-            channels=args.channels,
-            seed=args.seed,
-            model=args.model,
-            encoder_name=args.encoder,
-        )
-    except (OSError, ImportError) as exc:
-        raise CLIError(f"cannot run the demo: {_first_line(exc)}") from None
-    print(json.dumps(result, indent=2) if args.json else format_demo(result))
-    return 0
-
-
 def _progress_bar(total: int, desc: str) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="sentence", file=sys.stderr, disable=None, leave=False)
-
-
-def _cmd_generate(args: argparse.Namespace) -> int:
-    from pmark_impl._cli_provenance import check_generation_flags, device_kwargs, generation_provenance_path
-    from pmark_impl._cli_simmark import simmark_generate_kwargs
-    from pmark_impl._keys import load_key
-    from pmark_impl._models import DEFAULT_LM_NAME
-    from pmark_impl._provenance import save_provenance
-    from pmark_impl._watermark import generate, resolve_channels
-    from pmark_theory._validate import check_n_candidates, check_positive_int
-
-    prov_path = generation_provenance_path(args)
-    _check_paths(
-        {"--key": args.key, "--prompt-file": args.prompt_file},
-        {
-            "--out": args.out,
-            ("--provenance file" if args.provenance is not None else "provenance file"): prov_path,
-        },
-        args.force,
-    )
-    key = load_key(args.key, allow_insecure=args.allow_insecure_key)
-    b = resolve_channels(key, args.channels)
-    args.n = _cli_parser.default_n_candidates(args.mode, args.n)
-    check_positive_int("--n", args.n)
-    if args.mode == "online":
-        check_n_candidates(args.n, b)
-    check_positive_int("--max-sentences", args.max_sentences)
-    prompt = _prompt(args, args.prompt, "PROMPT")
-    check_generation_flags(args)
-    simmark_kwargs = simmark_generate_kwargs(args)
-    device = device_kwargs(args)
-    encoder = _encoder_for_key(key, args.encoder, args.key, **device)
-    sampler = _load_sampler(args.model, args.temperature, args.top_p, **device)
-    bar = _progress_bar(args.max_sentences, f"pmark {args.mode}")
-    try:
-        result = generate(
-            key,
-            sampler,
-            encoder,
-            prompt,
-            mode=args.mode,
-            n_candidates=args.n,
-            max_sentences=args.max_sentences,
-            seed=args.seed,
-            channels=b,
-            progress=lambda _step: bar.update(1),
-            model_name=args.model or DEFAULT_LM_NAME,
-            margin=getattr(args, "margin", 0.0),
-            green_seeding=getattr(args, "green_seeding", "position"),
-            lsh_dim=args.lsh_dim,
-            n_clusters=args.n_clusters,
-            gamma=args.gamma,
-            max_trials=args.max_trials,
-            offline_batch=args.offline_batch,
-            **simmark_kwargs,
-        )
-    finally:
-        bar.close()
-    text = result.text + "\n"
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        _write_text(args.out, text, args.force)
-    if prov_path is not None:
-        with _output_errors(prov_path, "provenance file"):
-            save_provenance(result.provenance(), prov_path, force=args.force)
-    note = "" if result.aligned in (True, None) else "; warning: the text re-splits into other sentences"
-    print(
-        f"pmark: {len(result.sentences)} sentences, {result.n_candidates_sampled} candidates sampled, "
-        f"{result.n_tokens} tokens (mode {result.mode}, N = {result.n_candidates}, b = {b}){note}",
-        file=sys.stderr,
-    )
-    return 0
-
-
-def _cmd_detect(args: argparse.Namespace) -> int:
-    from pmark_impl._cli_provenance import check_detection_flags, detection_settings, device_kwargs
-    from pmark_impl._cli_simmark import run_detect_simmark, wants_simmark_detection
-    from pmark_impl._detect import detect
-    from pmark_impl._detect_work import split_within_budget
-    from pmark_impl._keys import load_key
-    from pmark_impl._watermark import resolve_channels
-
-    if wants_simmark_detection(args):
-        if args.test is not None:
-            raise CLIError(
-                f"--test {args.test} applies to the PMark and SemStamp modes, not to SimMark detection"
-            )
-        return run_detect_simmark(args)
-    key = load_key(args.key, allow_insecure=args.allow_insecure_key)
-    resolve_channels(key, args.channels)
-    given = args.prompt is not None or args.prompt_file is not None
-    s = detection_settings(args, key, _prompt(args, args.prompt, "--prompt") if given else None)
-    check_detection_flags(key, s, args.test)  # incompatible choices: refused before the encoder loads
-    text = _read_text(args.file)
-    # The size budget is checked before any model loads; the count sizes the progress bar.
-    n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
-    device = device_kwargs(args)
-    encoder = _encoder_for_key(key, s["encoder"], args.key, **device)
-    online = s["mode"] == "online"
-    sampler = (
-        _load_sampler(s["model"], s["temperature"], s["top_p"], **s["sampler_kwargs"], **device)
-        if online
-        else None
-    )
-    bar = _progress_bar(n_sentences, "pmark detect")  # advanced per encoded batch / resampled position
-    try:
-        result = detect(
-            key,
-            text,
-            encoder,
-            mode=s["mode"],
-            sampler=sampler,
-            prompt=s["prompt"],
-            n_candidates=s["n_candidates"],
-            alpha=args.alpha,
-            test=args.test,
-            channels=s["channels"],
-            seed=args.seed,
-            delta=args.delta,
-            K=args.K,
-            progress=bar.update,
-            **s["detect_kwargs"],
-        )
-    finally:
-        bar.close()
-    # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md, check S1):
-    # printed only on request.
-    sys.stdout.write((result.to_json(evidence=True) if args.evidence else result.to_json()) + "\n")
-    return 0
 
 
 # --------------------------------------------------------------------------------------------------------------
