@@ -31,7 +31,10 @@ many files register them up front in one update (:meth:`OwnedFolder.register`).
 
 ``--force`` is :meth:`OwnedFolder.clear`: it deletes only the listed regular files (and their temporaries), then
 the listed sub-folders that are left empty, deepest first; it never recurses into a folder and never touches an
-unlisted name, so a user's file left beside the toolkit's survives (and keeps its folder).
+unlisted name, so a user's file left beside the toolkit's survives (and keeps its folder). Every deletion walks
+the folders of the path without following links (:mod:`pmark_theory._owned_fs`): a listed ``figures/a.png``
+whose ``figures/`` the user replaced by a link to another folder is dropped from the manifest, never deleted
+there; :meth:`OwnedFolder.register` refuses a path whose folder is a link or a file before listing it.
 :meth:`OwnedFolder.remove_debris` deletes the temporaries an interrupted atomic write left
 (``.NAME.XXXXXXXX.tmp`` beside a listed file ``NAME``, or the marker's own), never any other ``*.tmp``.
 
@@ -71,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pmark_theory._files import UserFileError, write_atomic
+from pmark_theory._owned_fs import listdir_inside, lstat_inside, real_folders, rmdir_inside, unlink_inside
 from pmark_theory._owned_legacy import LegacyLayout, legacy_manifest
 from pmark_theory._owned_marker import (
     FORMAT,
@@ -230,12 +234,18 @@ class OwnedFolder:
 
         Raises:
           FolderError: a path leaves the folder or names the marker or a lock file; this handle may not register.
-          NotOwnedError: a path exists and is not listed (a file the user put there).
+          NotOwnedError: a path exists and is not listed (a file the user put there), or a folder on its way is
+            a symbolic link or a file (nothing is listed then).
         """
         new: list[str] = []
         new_dirs: set[str] = set()
         for rel in relpaths:
             rel = self._check_writable(rel)
+            if not real_folders(self.path, rel.rpartition("/")[0]):
+                raise NotOwnedError(
+                    f"{self.path / rel}: a folder on its way is not a folder (a symbolic link or a file); pmark "
+                    f"writes only inside {self.path}, through folders it can check"
+                )
             if rel in self._files or rel in new:
                 continue
             if lstat_or_none(self.path / rel) is not None:
@@ -313,9 +323,11 @@ class OwnedFolder:
     def clear(self, keep: Callable[[str], bool] | None = None) -> list[Path]:
         """Delete the listed files (``--force``) and their temporaries, then the listed sub-folders left empty.
 
-        Sub-folders are removed deepest first, and only when empty. Never recurses into a folder, never deletes an unlisted name, never deletes a listed path that is no
-        longer a regular file (a link or a folder put there since): such a path is dropped from the manifest
-        instead, so it is never written either. The manifest is updated after the deletions (an interrupted
+        Sub-folders are removed deepest first, and only when empty. Never recurses into a folder, never deletes
+        an unlisted name, never deletes a listed path that is no longer a regular file (a link or a folder put
+        there since) nor one whose folder is no longer a real folder (a link to elsewhere: every folder on the
+        way is opened without following links, :mod:`pmark_theory._owned_fs`): such a path is dropped from the
+        manifest instead, so it is never written either. The manifest is updated after the deletions (an interrupted
         clear leaves listed files that no longer exist, which is harmless).
 
         Args:
@@ -328,26 +340,18 @@ class OwnedFolder:
         kept = set()
         for rel in sorted(self._files):
             if keep is not None and keep(rel):
-                kept.add(rel)
+                if real_folders(self.path, rel.rpartition("/")[0]):
+                    kept.add(rel)
                 continue
-            path = self.path / rel
-            st = lstat_or_none(path)
-            if st is not None and stat.S_ISREG(st.st_mode):
-                path.unlink(missing_ok=True)
-                removed.append(path)
+            if unlink_inside(self.path, rel):  # a regular file, reached without following a link
+                removed.append(self.path / rel)
         needed = {"/".join(r.split("/")[:i]) for r in kept for i in range(1, r.count("/") + 1)}
         for rel in sorted(self._dirs, key=lambda r: (-r.count("/"), r)):
-            if rel in needed:
-                continue
-            path = self.path / rel
-            st = lstat_or_none(path)
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                with contextlib.suppress(OSError):  # not empty: a user's file keeps it
-                    os.rmdir(path)
-                    removed.append(path)
+            if rel not in needed and rmdir_inside(self.path, rel):  # only when empty: a user's file keeps it
+                removed.append(self.path / rel)
         self._files = kept
         self._dirs = {
-            d for d in self._dirs if (st := lstat_or_none(self.path / d)) and stat.S_ISDIR(st.st_mode)
+            d for d in self._dirs if (st := lstat_inside(self.path, d)) and stat.S_ISDIR(st.st_mode)
         }
         self._save()
         return removed
@@ -356,7 +360,9 @@ class OwnedFolder:
         """Delete the temporaries (``.NAME.XXXXXXXX.tmp``) interrupted atomic writes of listed files left.
 
         Only names of that exact form whose ``NAME`` is a listed file (or the marker), in the folder of that
-        file, and that are regular files, are deleted; nothing is searched recursively.
+        file, and that are regular files, are deleted; nothing is searched recursively. Folders are reached
+        without following links; listed files whose folder is now a symbolic link or a file are dropped from the
+        manifest (and nothing is deleted there).
 
         Returns:
           The deleted paths.
@@ -365,22 +371,25 @@ class OwnedFolder:
         for rel in self._files:
             head, _, name = rel.rpartition("/")
             by_dir.setdefault(head, set()).add(name)
-        removed = []
+        removed: list[Path] = []
         tmp = re.compile(rf"\.(?P<name>.+)\.{RANDOM_PART}\.tmp")
+        unreal = set()
         for head, names in sorted(by_dir.items()):
-            folder = self.path / head if head else self.path
-            st = lstat_or_none(folder)
-            if st is None or not stat.S_ISDIR(st.st_mode):
+            entries = listdir_inside(self.path, head)
+            if entries is None:  # missing, or a link or a file where the folder was
+                if not real_folders(self.path, head):
+                    unreal.add(head)
                 continue
-            for entry in sorted(os.listdir(folder)):
+            for entry in entries:
                 m = tmp.fullmatch(entry)
-                if m is None or m["name"] not in names:
-                    continue
-                path = folder / entry
-                st = lstat_or_none(path)
-                if st is not None and stat.S_ISREG(st.st_mode):
-                    path.unlink(missing_ok=True)
-                    removed.append(path)
+                rel = f"{head}/{entry}" if head else entry
+                if m is not None and m["name"] in names and unlink_inside(self.path, rel):
+                    removed.append(self.path / rel)
+        if unreal:  # never to be written or deleted through that link: dropped from the manifest
+            self._files = {f for f in self._files if f.rpartition("/")[0] not in unreal}
+            self._dirs = {d for d in self._dirs if real_folders(self.path, d)}
+            if self.may_register:
+                self._save()
         return removed
 
 

@@ -20,13 +20,13 @@ __all__ = ["LegacyLayout", "legacy_manifest", "walk_tree"]
 
 @dataclass(frozen=True)
 class LegacyLayout:
-    """What an earlier version of a command wrote into its folder, before folders had a marker.
+    r"""What an earlier version of a command wrote into its folder, before folders had a marker.
 
     A folder without :data:`MARKER_NAME` is adopted as legacy only if ``sentinel`` is a regular file whose
     content ``accepts`` and every entry under the folder (not following links; top-level names matching
     ``ignore`` excepted) is a regular file whose relative path fully matches one of ``files``, a folder whose
-    path followed by ``/`` fully matches one of ``dirs``, or the temporary (``.NAME.XXXXXXXX.tmp``) of a name
-    matching ``files``. Anything else (a symbolic link, a user's file) makes the folder foreign.
+    path followed by ``/`` fully matches one of ``dirs`` (or is one of ``names``), or the temporary
+    (``.NAME.XXXXXXXX.tmp``) of such a file. Anything else (a symbolic link, a user's file) makes the folder foreign.
 
     Attributes:
       sentinel: relative path of the file that identified the old version's folder (its marker).
@@ -34,6 +34,10 @@ class LegacyLayout:
       dirs: regular expressions of its sub-folders, each with a trailing ``/`` (``"units/[^/]+/"``).
       accepts: ``(sentinel bytes) -> bool``: does the sentinel hold what the old version wrote there?
       description: how messages name such a folder (``"a report of an earlier pmark version"``).
+      names: ``() -> relative paths``: exact names the old version wrote that are known only when a folder is
+        examined (``figures/ID.png`` for the registered check ids); called only once the sentinel is accepted.
+        Prefer exact names to a pattern such as ``figures/[^/]+\.png``, which would also list (and let
+        ``--force`` delete) the user's ``figures/my-chart.png``.
     """
 
     sentinel: str
@@ -41,6 +45,7 @@ class LegacyLayout:
     dirs: tuple[str, ...] = ()
     accepts: Callable[[bytes], bool] = field(default=lambda data: True)
     description: str = "a folder of an earlier pmark version"
+    names: Callable[[], Iterable[str]] | None = None
 
 
 def walk_tree(root: Path, ignore: Sequence[str]) -> Iterable[tuple[str, os.DirEntry[str]]]:
@@ -76,6 +81,11 @@ def legacy_manifest(
     if not accepted:
         return f"its {layout.sentinel} is not one pmark wrote"
     file_res = [re.compile(p) for p in layout.files]
+    exact = frozenset(layout.names()) if layout.names is not None else frozenset()
+
+    def wrote(rel: str) -> bool:
+        return rel in exact or any(r.fullmatch(rel) for r in file_res)
+
     dir_res = [re.compile(p) for p in layout.dirs]
     files: set[str] = set()
     dirs: list[str] = []
@@ -86,12 +96,12 @@ def legacy_manifest(
                 dirs.append(rel)
                 continue
         elif e.is_file(follow_symlinks=False):
-            if any(r.fullmatch(rel) for r in file_res):
+            if wrote(rel):
                 files.add(rel)
                 continue
             m = debris.fullmatch(rel)
             target = m and m["dir"] + m["name"]
-            if target and any(r.fullmatch(target) for r in file_res):
+            if target and wrote(target):
                 files.add(target)  # listed, so remove_debris() deletes its temporary
                 continue
         return f"it looks like {layout.description}, but {rel} is not a file pmark wrote"

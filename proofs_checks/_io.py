@@ -12,8 +12,8 @@ temporaries of listed files that a killed process (``SIGKILL``) may leave.
 
 Reports of the previous version (no ``.pmark-folder.json``, only the run-state file :data:`STATE_FILE`) are
 adopted only when every file in them is one that version wrote (:data:`LEGACY_REPORT`: the state file holding a
-JSON object with ``complete`` and ``seed``, ``results.json``, ``report.md``, ``cache/*.json``,
-``figures/*.png``, their temporaries and the lock file); any other file makes the folder foreign, and it is
+JSON object with ``complete`` and ``seed``, ``results.json``, ``report.md``, ``cache/ID.json`` and
+``figures/ID.png`` for the ids of the registered checks, their temporaries and the lock file); any other file makes the folder foreign, and it is
 refused.
 """
 
@@ -60,19 +60,26 @@ def _old_state(data: bytes) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("complete"), bool) and "seed" in doc
 
 
-#: What ``pmark check`` wrote before report folders had a marker (adopted only when nothing else is there).
+def _old_check_files() -> list[str]:
+    """``cache/ID.json`` and ``figures/ID.png`` of every registered check: the only such names pmark wrote."""
+    from proofs_checks._registry import registry
+
+    return [
+        f"{sub}/{check_id}.{ext}"
+        for check_id in registry()
+        for sub, ext in (("cache", "json"), ("figures", "png"))
+    ]
+
+
+#: What ``pmark check`` wrote before report folders had a marker (adopted only when nothing else is there): the
+#: cache and figure of a check are named by its id, so ``figures/chart.png`` (a user's) makes the folder foreign.
 LEGACY_REPORT = LegacyLayout(
     sentinel=STATE_FILE,
-    files=(
-        re.escape(STATE_FILE),
-        r"results\.json",
-        r"report\.md",
-        r"cache/[^/]+\.json",
-        r"figures/[^/]+\.png",
-    ),
+    files=(re.escape(STATE_FILE), r"results\.json", r"report\.md"),
     dirs=("cache/", "figures/"),
     accepts=_old_state,
     description="a report of an earlier pmark version",
+    names=_old_check_files,
 )
 
 

@@ -14,17 +14,17 @@ every file above as it is written (the units of every rank are listed by rank 0 
 non-empty folder without the marker is refused, with or without ``force``, before anything is written there.
 
 Resuming: a second run with the same ``config.json`` skips every unit already on disk; other settings are refused
-unless ``force``, which deletes the files the folder lists and nothing else (a file the user added survives).
+unless ``force``, which deletes the files the folder lists and nothing else (a file the user added survives). A
+folder whose listed ``config.json`` is missing is refused too without ``force`` (its units are hours of work).
 The temporaries of an interrupted run (``.NAME.XXXXXXXX.tmp`` of a listed file) are deleted before it resumes;
 no other file is. Each rank holds an exclusive lock ``.lock-RANK`` for the whole run, rank 0 from before the
 folder is prepared (so ``--force`` deletes under it), so two evaluations on one folder cannot interleave their
-writes.
+writes; a ``.lock-RANK`` that is a link or holds anything but a pid is refused, never truncated.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -37,6 +37,7 @@ from pmark_impl.evaluate._distributed import World, agree, barrier
 from pmark_impl.evaluate._folder import KIND, LOCKS, check_ours, evaluation_folder
 from pmark_impl.evaluate._units import EvalContext, run_unit
 from pmark_theory._json import loads_strict
+from pmark_theory._lock import ForeignLockError, OutputInUseError, take_lock
 from pmark_theory._owned import OwnedFolder, open_folder
 from pmark_theory._validate import PMarkValueError
 
@@ -103,8 +104,8 @@ def prepare_folder(
 
     Raises:
       NotOwnedError: ``out`` is a file, or not empty and not an evaluation (even with ``force``).
-      EvaluationError: ``out`` holds an evaluation with other settings, or an unreadable ``config.json``
-        (without ``force``).
+      EvaluationError: ``out`` holds an evaluation with other settings, or an unreadable or missing
+        ``config.json`` (without ``force``: the units it lists are kept).
     """
     folder = evaluation_folder(out)
     cfg = folder.path / CONFIG
@@ -124,9 +125,11 @@ def prepare_folder(
                     "use --force to replace it or choose another --out"
                 )
             folder.clear()
-    elif (
-        folder.files
-    ):  # files of an evaluation whose config.json is gone (an interrupted --force): not reusable
+    elif folder.files:  # files of an evaluation whose config.json is gone: not reusable, but not ours to drop
+        if not force:
+            raise EvaluationError(
+                f"{folder.path}: config.json of this evaluation is missing; pass --force to start again"
+            )
         folder.clear()
     folder.remove_debris()
     if not (folder.owns(CONFIG) and cfg.exists()):
@@ -137,13 +140,15 @@ def prepare_folder(
 
 @contextlib.contextmanager
 def _lock(out: Path, rank: int) -> Iterator[None]:
+    """Hold ``out/.lock-RANK`` (:func:`pmark_theory._lock.take_lock`: no link followed, a foreign file refused)."""
     path = out / f".lock-{rank}"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise EvaluationError(f"another evaluation is running on {out} (lock {path.name})") from None
+        fd = take_lock(path, f"another evaluation is running on {out} (lock {path.name}, pid " + "{pid})")
+    except ForeignLockError:
+        raise
+    except OutputInUseError as exc:
+        raise EvaluationError(str(exc)) from None
+    try:
         yield
     finally:
         os.close(fd)

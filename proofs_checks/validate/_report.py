@@ -8,7 +8,8 @@ empty directory, or a proxy report written by pmark. An existing report is repla
 then only the files listed in its manifest are deleted (a file the user added survives); a non-empty directory that
 is not a proxy report is refused even with ``force``. A report of the previous version (no marker) is adopted
 only when it holds nothing but ``results.json`` (a ``{"meta", "result"}`` document of a proxy validation),
-``report.md`` and ``figures/*.png`` (:data:`LEGACY_PROXY_REPORT`). The directory's ``.lock`` is held while it is
+``report.md`` and ``figures/NAME.png`` for the names of the figures it draws (:data:`LEGACY_PROXY_REPORT`; a
+user's ``figures/chart.png`` makes the folder foreign). The directory's ``.lock`` is held while it is
 written.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +50,10 @@ def _old_results(data: bytes) -> bool:
     )
 
 
-#: What ``pmark validate-proxy`` wrote before report folders had a marker.
+#: What ``pmark validate-proxy`` wrote before report folders had a marker (its figures by name, never any PNG).
 LEGACY_PROXY_REPORT = LegacyLayout(
     sentinel="results.json",
-    files=(r"results\.json", r"report\.md", r"figures/[^/]+\.png"),
+    files=(r"results\.json", r"report\.md", rf"{FIGURES_DIR}/({'|'.join(map(re.escape, FIGURES))})\.png"),
     dirs=("figures/",),
     accepts=_old_results,
     description="a proxy report of an earlier pmark version",
