@@ -31,8 +31,20 @@ independent: a tail of X4's lattice law with the fair coin replaced by ``q̄_i``
 no larger than ``C̃*`` because the tail of ``Σ M_i s_i`` is non-decreasing in every ``q_i <= q̄_i``. ``G`` is
 the survival function of ``C̃*`` and is non-increasing, so ``G(C) >= G(C̃)`` and
 ``P(G(C) <= α) <= P(G(C̃) <= α) <= P(G(C̃*) <= α) <= α``. Averaging over the bands, the test has level α for
-this key whenever every interval covers its ``p_(jℓ)`` (probability ``>= confidence``). With every ``q̄_i = ½``
-and every ``w_i`` already on the lattice it is X4's exact law.
+this key whenever every interval covers its ``p_(jℓ)``. With every ``q̄_i = ½`` and every ``w_i`` already on
+the lattice it is X4's exact law.
+
+**Coverage is approximate.** The Clopper–Pearson intervals cover with probability ``>= confidence`` if the
+calibration signs of each cell are independent Bernoulli(``p_(jℓ)``) draws. Two things in
+:func:`pmark_impl.calibrate_key` make that an approximation, not a theorem: (i) the centre ``μ`` of the proxies
+is the mean of the SAME calibration sentences whose signs are then counted (the signs are measured about a
+centre fitted to them; a shift of order ``1/√n`` of the spread, which changes the signs of the
+smallest ``|f|`` only, in the lowest, weight-0 or light bands), and (ii) the sentences of one calibration document are counted as
+independent, whereas a document's sentences share its topic (the effective sample is smaller and the intervals
+somewhat too narrow). Both are the assumptions of the per-key hard test (K1) too; the held-out FPR that
+``pmark calibrate`` reports is the check that does not rely on them. (Fitting ``μ`` on one half of the
+calibration documents and counting signs on the other would remove (i) at the cost of half the counts; it was
+not done, so existing calibrations keep their meaning.)
 
 The price of validity for one key is power: bands with few calibration sentences have wide intervals, the
 weights are rounded down, and a channel whose human magnitudes reveal the sign (positive exactly when ``|f|`` is
