@@ -105,8 +105,21 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def _quiet_model_loading() -> None:
+    """Keep transformers' loading bars and log lines ("Loading weights", advisory notices) out of the user's
+    output; ``PMARK_DEBUG=1`` keeps them. Called by the CLI's loaders only (the library API leaves them alone)."""
+    if _debug():
+        return
+    with contextlib.suppress(ImportError):
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
 def _load_encoder(name: str | None, **device: Any) -> Any:
     """The sentence encoder ``name`` (``None``: the offline default), on ``device=`` if given."""
+    _quiet_model_loading()
     try:
         from pmark_impl._models import load_encoder
 
@@ -132,6 +145,8 @@ def _load_sampler(model: str | None, temperature: float | None, top_p: float | N
     device = {"device": options["device"]} if options.get("device") is not None else {}
     try:
         from pmark_impl._models import load_lm
+
+        _quiet_model_loading()
 
         lm, tokenizer = load_lm(model, **device)
     except (OSError, ImportError, ValueError) as exc:

@@ -516,3 +516,24 @@ def test_library_deprecation_warnings_stay_out_of_the_output(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert ("FutureWarning" in err and "5.40.0" in err) == debug, err
     assert err.strip().splitlines()[-1].startswith("pmark: wrote key")
+
+
+@pytest.mark.filterwarnings("ignore:Cannot enable progress bars")  # huggingface_hub, when its env var is set
+def test_the_cli_loaders_silence_transformers_loading_bars(monkeypatch):
+    """ "Loading weights" bars and transformers' log lines stay out of the CLI's output (issue 24), not under
+    PMARK_DEBUG=1; the library API leaves transformers' settings alone."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    try:
+        hf_logging.enable_progress_bar()
+        monkeypatch.setenv("PMARK_DEBUG", "1")
+        cli._quiet_model_loading()
+        assert hf_logging.is_progress_bar_enabled()
+        monkeypatch.delenv("PMARK_DEBUG")
+        cli._quiet_model_loading()
+        assert not hf_logging.is_progress_bar_enabled()
+        assert hf_logging.get_verbosity() == hf_logging.ERROR
+    finally:
+        hf_logging.enable_progress_bar()
+        hf_logging.set_verbosity(verbosity)
