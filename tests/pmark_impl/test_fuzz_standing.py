@@ -236,5 +236,6 @@ def test_every_subcommand_and_entry_point_ran_600_cases_in_all():
     missing = (set(CLI_EXAMPLES) | API_GROUPS) - {g for g, n in COUNTS.items() if n > 0}
     assert not missing, f"no case of {sorted(missing)}"
     assert sum(COUNTS.values()) >= MIN_CASES, dict(COUNTS)
-    if COLLECT and os.path.exists(COLLECT) and os.path.getsize(COLLECT):  # collect mode still fails at the end
+    # collect mode still fails at the end
+    if COLLECT and os.path.exists(COLLECT) and os.path.getsize(COLLECT):
         pytest.fail(f"failing cases were collected in {COLLECT}")
