@@ -192,22 +192,19 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
 
 
 def check_generation_flags(args: argparse.Namespace) -> None:
-    """Refuse, before any model loads, ``generate`` flags that :func:`pmark_impl.generate` would refuse for the mode.
+    """Refuse, before any model loads, ``generate`` flags that :func:`pmark_impl.generate` would refuse for the mode
+    (the same rule: :func:`pmark_impl._watermark.check_cell_options`).
 
     Raises:
       PMarkValueError: ``--margin > 0`` or ``--green-seeding cell`` with a mode other than semstamp/ksemstamp.
     """
-    from pmark_theory._validate import PMarkValueError
+    from pmark_impl._watermark import check_cell_options
 
-    mode = getattr(args, "mode", None)
-    if mode in ("semstamp", "ksemstamp"):
-        return
-    if (getattr(args, "margin", 0.0) or 0.0) > 0:
-        raise PMarkValueError(f"--margin applies to --mode semstamp and ksemstamp only, not to mode {mode!r}")
-    if getattr(args, "green_seeding", "position") not in (None, "position"):
-        raise PMarkValueError(
-            f"--green-seeding applies to --mode semstamp and ksemstamp only, not to mode {mode!r}"
-        )
+    check_cell_options(
+        getattr(args, "mode", None),
+        getattr(args, "margin", 0.0) or 0.0,
+        getattr(args, "green_seeding", None) or "position",
+    )
 
 
 def _loader_model_name(model: str | None) -> str | None:

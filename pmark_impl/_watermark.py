@@ -149,6 +149,25 @@ def resolve_channels(key: WatermarkKey, channels: int | None) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------------
+def check_cell_options(mode: str, margin: Any, green_seeding: Any) -> tuple[float, str]:
+    """``(margin, green_seeding)`` checked, and refused outside the SemStamp modes where they do not apply.
+
+    Shared by :func:`generate` and the CLI's early check (``pmark generate`` refuses them before any model loads).
+
+    Raises:
+      PMarkValueError: a bad value, or ``margin > 0`` / ``green_seeding != "position"`` with another mode.
+    """
+    margin = check_margin(margin)
+    green_seeding = check_green_seeding(green_seeding)
+    if green_seeding != "position" and mode not in ("semstamp", "ksemstamp"):
+        raise PMarkValueError(
+            f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
+        )
+    if margin > 0 and mode not in ("semstamp", "ksemstamp"):
+        raise PMarkValueError(f"margin applies to the semstamp and ksemstamp modes only, got mode {mode!r}")
+    return margin, green_seeding
+
+
 def generate(
     key: WatermarkKey,
     sampler: SentenceSampler,
@@ -235,14 +254,7 @@ def generate(
     """
     if not isinstance(mode, str) or mode not in MODES:
         raise PMarkValueError(f"mode must be one of {MODES}, got {mode!r}")
-    margin = check_margin(margin)
-    green_seeding = check_green_seeding(green_seeding)
-    if green_seeding != "position" and mode not in ("semstamp", "ksemstamp"):
-        raise PMarkValueError(
-            f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
-        )
-    if margin > 0 and mode not in ("semstamp", "ksemstamp"):
-        raise PMarkValueError(f"margin applies to the semstamp and ksemstamp modes only, got mode {mode!r}")
+    margin, green_seeding = check_cell_options(mode, margin, green_seeding)
     key = check_key(key)
     check_sampler(sampler)
     check_encoder(encoder, key.dim, key.encoder)

@@ -319,8 +319,8 @@ def test_the_checks_leave_no_probe_file_behind(tmp_path, capsys, calls, key_path
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [
-        (["--mode", "offline", "--margin", "0.5"], "--margin applies"),
-        (["--mode", "online", "--green-seeding", "cell"], "--green-seeding applies"),
+        (["--mode", "offline", "--margin", "0.5"], "margin applies"),
+        (["--mode", "online", "--green-seeding", "cell"], "green_seeding applies"),
         (["--mode", "offline", "--simmark-low", "0.1"], "--mode simmark only"),
     ],
 )
