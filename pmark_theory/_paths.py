@@ -29,7 +29,7 @@ import stat
 import tempfile
 from collections.abc import Collection, Mapping
 
-from pmark_theory._files import UserFileError, file_kind
+from pmark_theory._files import UserFileError, check_output_target, file_kind
 
 __all__ = ["check_paths", "same_file"]
 
@@ -128,13 +128,10 @@ def _check_output(
                 f"{role} {path} is a directory; pmark only ever replaces regular files (--force does not "
                 f"apply): give a file name (e.g. {os.path.join(path, 'out')})"
             )
-        if not stat.S_ISREG(st.st_mode):
-            raise error(
-                f"{role} {path} exists and is {file_kind(st.st_mode)}; pmark only ever replaces regular files "
-                "(--force does not apply)"
-            )
-        if not force:
-            raise error(f"{role} {path} already exists (use --force to overwrite)")
+        try:  # the write-time rule itself: a regular file, replaced only with force
+            check_output_target(path, force, what=role)
+        except (FileExistsError, UserFileError) as exc:
+            raise error(str(exc)) from None
     folder = _folder(path)
     if folder not in checked:
         checked[folder] = _folder_reason(folder, created)
