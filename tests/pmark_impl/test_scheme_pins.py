@@ -1,0 +1,142 @@
+"""Byte-identical generation and detection for every built-in scheme, pinned before the Scheme interface.
+
+The hashes below were computed on the tree before the schemes moved behind :class:`pmark_impl.schemes.Scheme`
+(commit ``dbe1751``) with the seeded tiny LM of ``pmark_impl._tiny`` (the real sampler's batched decoding
+loop) and a hash-seeded fake encoder. They pin the generated text, every :class:`StepInfo` field, the
+provenance record and the full detection record (evidence included) of each scheme and of the variants that take
+other code paths (SemStamp margin rejection, cell-keyed green sets, context seeds, a calibrated key). A change of
+any byte — a draw taken in another order, a rule applied to other candidates, a setting recorded under another
+name — changes a hash.
+
+They are expected values from the older code, not from the code under test; when a deliberate change of law
+moves one, the new hash must come with the reason in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from pmark_impl import WatermarkKey, detect, generate
+from pmark_impl._calibration import KeyCalibration
+from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl._simmark import detect_simmark
+from pmark_impl._simmark_calibration import SimMarkCalibration
+from tests.pmark_impl._impl_fakes import FakeEncoder
+
+DIM = 16
+PROMPT = "the cat sat."
+
+
+def _digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+def _key(seed: int = 3, channels: int = 2) -> WatermarkKey:
+    return WatermarkKey.generate(np.random.default_rng(seed), "fake-encoder", DIM, channels)
+
+
+def _calibrated(key: WatermarkKey) -> WatermarkKey:
+    centre = np.random.default_rng(7).standard_normal(DIM) * 0.05
+    cal = KeyCalibration(
+        centring="context",
+        centre=centre,
+        n_positive=(480, 520),
+        n_total=1000,
+        text_sentences=8,
+        corpus="pin",
+        corpus_fingerprint="0123456789abcdef",
+    )
+    return key.with_calibration(cal)
+
+
+def _context_seeded(key: WatermarkKey) -> WatermarkKey:
+    return key.__class__(key.secret, key.encoder, key.dim, key.channels, seeding="context")
+
+
+@pytest.fixture(scope="module")
+def sampler(tiny_lm):
+    model, tok = tiny_lm
+    return LMSentenceSampler(
+        model, tok, SamplingConfig(temperature=1.0, top_p=1.0, top_k=0, max_sentence_tokens=6)
+    )
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return FakeEncoder(DIM)
+
+
+#: (case, key transform, generate options, detect options) — detect options None: not detected by ``detect``.
+CASES = {
+    "online": (None, {"mode": "online", "n_candidates": 8}, {"mode": "online", "n_candidates": 8}),
+    "offline": (None, {"mode": "offline", "n_candidates": 16, "offline_batch": 4}, {"mode": "offline"}),
+    "offline-calibrated": (_calibrated, {"mode": "offline", "n_candidates": 8}, {"mode": "offline"}),
+    "online-context-seeds": (_context_seeded, {"mode": "online", "n_candidates": 8}, {"mode": "offline"}),
+    "semstamp": (
+        None,
+        {"mode": "semstamp", "n_candidates": 4, "lsh_dim": 2},
+        {"mode": "semstamp", "lsh_dim": 2},
+    ),
+    "semstamp-margin-cell": (
+        None,
+        {"mode": "semstamp", "n_candidates": 4, "lsh_dim": 2, "margin": 0.05, "green_seeding": "cell"},
+        {"mode": "semstamp", "lsh_dim": 2, "green_seeding": "cell"},
+    ),
+    "ksemstamp": (
+        None,
+        {"mode": "ksemstamp", "n_candidates": 4, "n_clusters": 4, "gamma": 0.5},
+        {"mode": "ksemstamp", "n_clusters": 4, "gamma": 0.5},
+    ),
+    "simmark": (None, {"mode": "simmark", "n_candidates": 4, "simmark_low": -0.2, "simmark_high": 0.3}, None),
+}
+
+PINNED = {
+    "ksemstamp": ("b019b5f17f7f27ff", "bb2d9ad64532bb5e"),
+    "offline": ("7bead0a900605ffd", "f92ca6284bad0bd5"),
+    "offline-calibrated": ("506ed7fb1056e292", "370044290dccb660"),
+    "online": ("88b6cb99487c225c", "0e360ae3d7d325c6"),
+    "online-context-seeds": ("eb5e657b82dd19a9", "6e372a799337d71c"),
+    "semstamp": ("422953b2f1ba6415", "3e769293a0a94f1e"),
+    "semstamp-margin-cell": ("96edba230fe410c9", "88904363c6aa0cdb"),
+    "simmark": ("4a7777382d5328d4", "7db7d2fefce05624"),
+}
+
+
+def _run(case: str, sampler, encoder) -> tuple[str, str]:
+    transform, gen_opts, det_opts = CASES[case]
+    key = _key() if transform is None else transform(_key())
+    res = generate(key, sampler, encoder, PROMPT, max_sentences=4, seed=11, **gen_opts)
+    gen_digest = _digest({"result": res.to_dict(), "provenance": res.provenance().to_dict()})
+    if det_opts is None:
+        cal = SimMarkCalibration(
+            low=-0.2,
+            high=0.3,
+            n_pairs=1000,
+            valid_pairs=230,
+            gamma_hat=0.23,
+            interval=(0.2, 0.26),
+            confidence=0.95,
+            delta=1e-3,
+            K=250.0,
+            soft_mean=0.3,
+            soft_var=0.1,
+            encoder="fake-encoder",
+            corpus="pin",
+            corpus_fingerprint="0123456789abcdef",
+        )
+        det = detect_simmark(res.text, encoder, cal, prompt=PROMPT, alpha=0.05).to_dict()
+    else:
+        options = dict(det_opts)
+        if options["mode"] == "online":
+            options.update(sampler=sampler, prompt=PROMPT, seed=5)
+        det = detect(key, res.text, encoder, alpha=0.05, min_sentences=1, **options).to_dict(evidence=True)
+    return gen_digest, _digest(det)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pinned_bytes(case, sampler, encoder):
+    assert _run(case, sampler, encoder) == PINNED[case]
