@@ -103,7 +103,7 @@ def _pools(sampler, encoder, contexts: list[str], tag: str, seed: int) -> dict:
     """Embeddings ``[C, P, d]``, token counts ``[C, P]`` (cached on disk, one context at a time)."""
     import torch
 
-    from pmark_impl._steps import embed
+    from pmark_impl._context import embed
 
     cache = RESULTS / "defaults_pools.npz"  # not committed (.gitignore)
     ident = hashlib.sha256(json.dumps([tag, POOL, seed]).encode()).hexdigest()[:16]

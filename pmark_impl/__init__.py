@@ -17,8 +17,8 @@ from pmark_impl._detect import (
     detect,
 )
 from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
-from pmark_impl._types import MODES, GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
-from pmark_impl._watermark import context_for, generate
+from pmark_impl._types import GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
+from pmark_impl._watermark import MODES, context_for, generate
 
 #: Model-side names, imported on first access (they pull in torch / transformers).
 _LAZY = {

@@ -36,10 +36,10 @@ from pmark_impl._calibration import (
     centred_text_proxies,
     sign_counts,
 )
+from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
 from pmark_impl._detect_stats import per_key_soft_statistics
 from pmark_impl._keys import WatermarkKey
-from pmark_impl._steps import embed
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
     hard_count_pvalue,

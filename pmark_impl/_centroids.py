@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pmark_impl._context import embed
 from pmark_impl._corpus import MAX_CORPUS_NAME, Document, check_corpus_record, corpus_fingerprint
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError, check_positive_int
@@ -297,8 +298,6 @@ def fit_centroids(
     if embed_fn is not None:
         emb = np.asarray(embed_fn(sentences), dtype=np.float64)
     else:
-        from pmark_impl._steps import embed  # here: _steps imports _keys, which imports this module
-
         emb = embed(encoder, sentences, dim)
     if emb.shape != (len(sentences), dim):
         raise PMarkValueError(f"embeddings have shape {emb.shape}, expected [{len(sentences)}, {dim}]")

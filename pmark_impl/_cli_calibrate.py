@@ -172,9 +172,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from pmark_impl import cli
     from pmark_impl._calibrate import calibrate_key, fpr_verdict
     from pmark_impl._cli_files import CLIError, check_paths, output_errors
+    from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._keys import load_key, save_key
-    from pmark_impl._steps import embed
     from pmark_theory._lock import LOCK_NAME, OutputLock
     from pmark_theory._owned import claim_folder, probe_folder
 

@@ -96,14 +96,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """``pmark generate``: watermarked text to stdout or ``--out``, with its provenance record beside it."""
     from pmark_impl import cli  # through the module: tests substitute its model loaders
-    from pmark_impl._cli_provenance import check_generation_flags, device_kwargs, generation_provenance_path
-    from pmark_impl._cli_simmark import simmark_generate_kwargs
+    from pmark_impl._cli_provenance import device_kwargs, generation_provenance_path
+    from pmark_impl._cli_scheme import cli_scheme, cli_settings
     from pmark_impl._keys import load_key
     from pmark_impl._models import DEFAULT_LM_NAME
     from pmark_impl._provenance import save_provenance
     from pmark_impl._watermark import generate, resolve_channels
-    from pmark_theory._validate import check_n_candidates, check_positive_int
+    from pmark_impl.schemes import resolve_settings
+    from pmark_theory._validate import check_positive_int
 
+    scheme = cli_scheme(args, "offline")  # an unknown or unregistered scheme: refused before anything else
+    settings = cli_settings(args, scheme)
     prov_path = generation_provenance_path(args)
     _check_paths(
         {"--key": args.key, "--prompt-file": args.prompt_file},
@@ -115,39 +118,29 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     b = resolve_channels(key, args.channels)
-    args.n = _cli_parser.default_n_candidates(args.mode, args.n)
+    args.n = _cli_parser.default_n_candidates(scheme.name, args.n)
     check_positive_int("--n", args.n)
-    if args.mode == "online":
-        check_n_candidates(args.n, b)
     check_positive_int("--max-sentences", args.max_sentences)
     prompt = _prompt(args, args.prompt, "PROMPT")
-    check_generation_flags(args)
-    simmark_kwargs = simmark_generate_kwargs(args)
+    resolve_settings(scheme, settings, key=key, n_candidates=args.n, channels=b)  # before any model loads
     device = device_kwargs(args)
     encoder = cli._encoder_for_key(key, args.encoder, args.key, **device)
     sampler = cli._load_sampler(args.model, args.temperature, args.top_p, **device)
-    bar = cli._progress_bar(args.max_sentences, f"pmark {args.mode}")
+    bar = cli._progress_bar(args.max_sentences, f"pmark {scheme.name}")
     try:
         result = generate(
             key,
             sampler,
             encoder,
             prompt,
-            mode=args.mode,
+            scheme=scheme,
             n_candidates=args.n,
             max_sentences=args.max_sentences,
             seed=args.seed,
             channels=b,
             progress=lambda _step: bar.update(1),
             model_name=args.model or DEFAULT_LM_NAME,
-            margin=getattr(args, "margin", 0.0),
-            green_seeding=getattr(args, "green_seeding", "position"),
-            lsh_dim=args.lsh_dim,
-            n_clusters=args.n_clusters,
-            gamma=args.gamma,
-            max_trials=args.max_trials,
-            offline_batch=args.offline_batch,
-            **simmark_kwargs,
+            **settings,
         )
     finally:
         bar.close()
@@ -172,12 +165,14 @@ def cmd_detect(args: argparse.Namespace) -> int:
     """``pmark detect``: print the JSON verdict on FILE (following its provenance record when present)."""
     from pmark_impl import cli  # through the module: tests substitute its model loaders
     from pmark_impl._cli_provenance import check_detection_flags, detection_settings, device_kwargs
+    from pmark_impl._cli_scheme import cli_scheme
     from pmark_impl._cli_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl._detect import detect
     from pmark_impl._detect_work import split_within_budget
     from pmark_impl._keys import load_key
     from pmark_impl._watermark import resolve_channels
 
+    cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
     if wants_simmark_detection(args):
         if args.test is not None:
             raise CLIError(
@@ -188,13 +183,15 @@ def cmd_detect(args: argparse.Namespace) -> int:
     resolve_channels(key, args.channels)
     given = args.prompt is not None or args.prompt_file is not None
     s = detection_settings(args, key, _prompt(args, args.prompt, "--prompt") if given else None)
-    check_detection_flags(key, s, args.test)  # incompatible choices: refused before the encoder loads
+    check_detection_flags(key, s, args.test, args)  # incompatible choices: refused before the encoder loads
     text = _read_text(args.file)
     # The size budget is checked before any model loads; the count sizes the progress bar.
     n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
     device = device_kwargs(args)
     encoder = cli._encoder_for_key(key, s["encoder"], args.key, **device)
-    online = s["mode"] == "online"
+    from pmark_impl.schemes import get_scheme
+
+    online = get_scheme(s["mode"]).detect_needs_lm
     sampler = (
         cli._load_sampler(s["model"], s["temperature"], s["top_p"], **s["sampler_kwargs"], **device)
         if online
@@ -206,7 +203,6 @@ def cmd_detect(args: argparse.Namespace) -> int:
             key,
             text,
             encoder,
-            mode=s["mode"],
             sampler=sampler,
             prompt=s["prompt"],
             n_candidates=s["n_candidates"],
@@ -217,6 +213,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             delta=args.delta,
             K=args.K,
             progress=bar.update,
+            scheme=s["mode"],
             **s["detect_kwargs"],
         )
     finally:

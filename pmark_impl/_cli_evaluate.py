@@ -24,6 +24,8 @@ import argparse
 import sys
 from typing import Any
 
+from pmark_theory._validate import PMarkValueError
+
 __all__ = ["add_evaluate_parser", "cmd_evaluate"]
 
 DEFAULT_OUT = "pmark-evaluation"
@@ -83,7 +85,8 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
     g.add_argument(
         "--schemes",
         default=DEFAULT_SCHEMES,
-        help=f"comma-separated: online, offline, semstamp, ksemstamp, simmark, none (default {DEFAULT_SCHEMES})",
+        help="comma-separated: online, offline, semstamp, ksemstamp, simmark, an installed plug-in's name or a "
+        f"registered MODULE:ATTR (pmark schemes), and none: the LM unwatermarked (default {DEFAULT_SCHEMES})",
     )
     g.add_argument(
         "--n",
@@ -109,7 +112,10 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
         "--grid", default=None, help="the Table 3 sweep of online and offline, e.g. 'N=8,16,32,64 b=1,2,3,4'"
     )
     g.add_argument(
-        "--offline-batch", type=int_type(1, MAX_OFFLINE_BATCH), default=16, help="offline batch (default 16)"
+        "--offline-batch",
+        type=int_type(1, MAX_OFFLINE_BATCH),
+        default=None,
+        help="offline batch (default 16)",
     )
     g.add_argument(
         "--lsh-dim", type=int_type(1, MAX_LSH_DIM), default=None, help="SemStamp LSH dimension (default 3)"
@@ -124,10 +130,25 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
     g.add_argument("--simmark-low", type=float_type(-1, 1), default=None, help="SimMark interval start")
     g.add_argument("--simmark-high", type=float_type(-1, 1), default=None, help="SimMark interval end")
     g.add_argument(
+        "--set",
+        dest="scheme_set",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="a setting of the schemes that have it (repeatable; VALUE is JSON or a plain string)",
+    )
+    g.add_argument(
+        "--calibration",
+        action="append",
+        default=None,
+        metavar="SCHEME=FILE",
+        help="a scheme's detector calibration file (repeatable); default: measured on the built-in corpus",
+    )
+    g.add_argument(
         "--simmark-calibration",
         default=None,
         metavar="FILE",
-        help="SimMark's gamma (pmark calibrate-simmark); default: measured on the built-in corpus",
+        help="SimMark's gamma (pmark calibrate-simmark): --calibration simmark=FILE",
     )
     g = p.add_argument_group("models and key")
     g.add_argument("--model", default=None, help="LM name or path (default: SmolLM2-135M-Instruct, offline)")
@@ -166,15 +187,24 @@ def _runs(args: argparse.Namespace) -> tuple[Any, ...]:
     schemes = [s.strip() for s in str(args.schemes).split(",") if s.strip()]
     attacks = [a for spec in (args.attack or DEFAULT_ATTACKS) for a in parse_attacks(spec)]
     grid = parse_grid(args.grid) if args.grid is not None else None
-    options = {
-        "offline_batch": args.offline_batch,
-        "lsh_dim": args.lsh_dim,
-        "n_clusters": args.n_clusters,
-        "gamma": args.gamma,
-        "max_trials": args.max_trials,
-        "simmark_low": args.simmark_low,
-        "simmark_high": args.simmark_high,
-    }
+    from pmark_impl._cli_scheme import parse_set
+    from pmark_impl.schemes._settings import known_options
+
+    options = {name: getattr(args, name) for name in known_options() if getattr(args, name, None) is not None}
+    for name, value in parse_set(getattr(args, "scheme_set", None)).items():
+        if name in options:
+            raise PMarkValueError(f"{name} is given both as a flag and with --set")
+        options[name] = value
+    from pmark_impl.schemes import get_scheme
+
+    for name in schemes:  # pmark generate's defaults (an option's cli_default) for the schemes that have them
+        try:
+            scheme = None if name == "none" else get_scheme(name)
+        except PMarkValueError:
+            continue  # build_runs names it
+        for opt in () if scheme is None else scheme.options:
+            if opt.cli_default is not None and options.get(opt.name) is None:
+                options[opt.name] = opt.cli_default
     return build_runs(schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, **options)
 
 
@@ -206,35 +236,27 @@ def _key_file(args: argparse.Namespace, channels: int) -> Any:
     return key
 
 
-def _check_green_sizes(runs: Any, key: Any) -> None:
-    """Each SemStamp / k-SemStamp run's green size ``g = round(γ M)`` lies in ``1..M-1`` for its cells (``M = 2^h``,
-    or ``k`` clusters: the key's fitted ``k`` by default) — checked before the folder is made or a model loads."""
-    import inspect
+def _check_settings(runs: Any, key: Any) -> None:
+    """Each run's settings against its scheme's rules with the key at hand (a SemStamp green size ``round(γ M)``
+    within ``1..M-1`` for ``M`` cells: the key's fitted ``k`` by default), before the folder is made or a model loads.
 
-    from pmark_impl._centroids import DEFAULT_N_CLUSTERS
-    from pmark_impl._watermark import generate
-    from pmark_theory._validate import PMarkValueError, check_green_size
+    Without ``--key`` the evaluation key is made later from ``--key-seed``; a key of the same kind (fresh, without
+    fitted centroids) stands in for it here.
+    """
+    import numpy as np
 
-    defaults = {n: p.default for n, p in inspect.signature(generate).parameters.items()}
+    from pmark_impl._keys import WatermarkKey
+    from pmark_impl.schemes import get_scheme, resolve_settings
+
+    if key is None:
+        key = WatermarkKey.generate(np.random.default_rng(0), "stand-in", 2, 1)
     for run in runs:
-        if run.scheme not in ("semstamp", "ksemstamp"):
+        if run.scheme == "none":
             continue
-        settings = {**defaults, **{k: v for k, v in run.settings if v is not None}}
-        if run.scheme == "semstamp":
-            m = 2 ** int(settings["lsh_dim"])
-        elif settings["n_clusters"] is not None:
-            m = int(settings["n_clusters"])
-        else:
-            m = (
-                DEFAULT_N_CLUSTERS if key is None else key.default_n_clusters
-            )  # an evaluation key: random centroids
         try:
-            check_green_size(round(settings["gamma"] * m), m)
+            resolve_settings(get_scheme(run.scheme), dict(run.settings), key=key)
         except PMarkValueError as exc:
-            raise PMarkValueError(
-                f"run {run.run_id}: gamma = {settings['gamma']} gives a green size outside 1..M-1 for its "
-                f"M = {m} cells ({exc}); choose another --gamma, --lsh-dim or --n-clusters"
-            ) from None
+            raise PMarkValueError(f"run {run.run_id}: {exc}") from None
 
 
 def _key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any:
@@ -252,19 +274,60 @@ def _key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any
     return key
 
 
-def _simmark_calibration(args: argparse.Namespace, encoder: Any, runs: Any) -> Any:
-    if not any(r.scheme == "simmark" for r in runs):
-        return None
-    from pmark_impl._simmark_calibration import calibrate_simmark, load_simmark_calibration
-
-    if args.simmark_calibration is not None:
-        return load_simmark_calibration(args.simmark_calibration)
+def _calibrations(args: argparse.Namespace, encoder: Any, runs: Any) -> dict[str, Any]:
+    """The detector calibration of each run's scheme that declares one: ``--calibration SCHEME=FILE``, else
+    fitted on the built-in corpus with the run's settings (``SchemeCalibration.fit``)."""
     from pmark_impl._corpus import builtin_documents
-    from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW
+    from pmark_impl.schemes import get_scheme, resolve_settings
 
-    low = SIMMARK_LOW if args.simmark_low is None else args.simmark_low
-    high = SIMMARK_HIGH if args.simmark_high is None else args.simmark_high
-    return calibrate_simmark(encoder, builtin_documents(), low, high)
+    files = dict(_calibration_files(args))
+    out: dict[str, Any] = {}
+    for run in runs:
+        if run.scheme == "none":
+            continue
+        scheme = get_scheme(run.scheme)
+        cal = scheme.calibration
+        if cal is None or cal.stored_in != "detector" or scheme.name in out:
+            continue
+        if scheme.name in files:
+            out[scheme.name] = cal.load(files[scheme.name])
+        else:
+            settings = resolve_settings(scheme, dict(run.settings))
+            out[scheme.name] = cal.fit(encoder, builtin_documents(), settings)
+    return out
+
+
+def _check_calibration_names(args: argparse.Namespace, runs: Any) -> None:
+    """Refuse, before any model loads, a calibration for a scheme that no run uses or that has none."""
+    from pmark_impl._cli_files import CLIError
+    from pmark_impl.schemes import get_scheme
+
+    wanted = set()
+    for run in runs:
+        cal = None if run.scheme == "none" else get_scheme(run.scheme).calibration
+        if cal is not None and cal.stored_in == "detector":
+            wanted.add(run.scheme)
+    for name, _ in _calibration_files(args):
+        if name not in wanted:
+            raise CLIError(
+                f"a calibration is given for {name!r}, but no run's scheme has a detector calibration by that name"
+            )
+
+
+def _calibration_files(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(scheme, file)`` of ``--calibration SCHEME=FILE`` and ``--simmark-calibration FILE``."""
+    from pmark_impl._cli_files import CLIError
+
+    pairs = [("simmark", args.simmark_calibration)] if args.simmark_calibration else []
+    for item in args.calibration or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CLIError(f"--calibration needs SCHEME=FILE, got {item[:60]!r}")
+        pairs.append((name, path))
+    names = [n for n, _ in pairs]
+    if len(set(names)) != len(names):
+        raise CLIError("a scheme's calibration is given twice")
+    return pairs
 
 
 def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple[Any, Any] | None:
@@ -325,7 +388,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         min_sentences=args.min_sentences,
     )
     key_file = _key_file(args, config.max_channels)
-    _check_green_sizes(runs, key_file)
+    _check_settings(runs, key_file)
+    _check_calibration_names(args, runs)
     check_ours(args.out)  # a folder pmark did not write is refused before any model loads (writes nothing)
     device = _device(args, world)
     dev = {"device": device} if device else {}
@@ -350,7 +414,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         sampler=sampler,
         encoder=encoder,
         oracle=_oracle(args, sampler, device),
-        simmark_calibration=_simmark_calibration(args, encoder, runs),
+        calibrations=_calibrations(args, encoder, runs),
         model_name=model_name,
     )
     sampling = getattr(sampler, "config", None)

@@ -23,7 +23,7 @@ from pmark_impl._limits import (
     MAX_TRIALS,
 )
 
-__all__ = ["DEFAULT_N_CANDIDATES", "MAX_CANDIDATES", "MAX_SENTENCES", "build_parser", "default_n_candidates"]
+__all__ = ["MAX_CANDIDATES", "MAX_SENTENCES", "build_parser", "default_n_candidates"]
 
 # Upper bounds of command-line counts: pmark_impl._limits, the same bounds a provenance record obeys (and
 # ``pmark evaluate``), so that no command accepts a value another refuses or the machine cannot run.
@@ -59,13 +59,12 @@ def _device(text: str) -> str:
 _device.__name__ = "device"
 
 
-#: ``pmark generate``'s ``N`` when ``--n`` is not given, per mode (measured: ``benchmarks/study_defaults.py``).
-DEFAULT_N_CANDIDATES = {"offline": 64, "online": 16, "semstamp": 16, "ksemstamp": 16, "simmark": 16}
-
-
 def default_n_candidates(mode: str, n: int | None = None) -> int:
-    """``n`` if given, else ``pmark generate``'s default ``N`` for ``mode`` (:data:`DEFAULT_N_CANDIDATES`)."""
-    return DEFAULT_N_CANDIDATES[mode] if n is None else n
+    """``n`` if given, else ``pmark generate``'s default ``N`` for the scheme ``mode`` (its ``default_n``: 64 offline,
+    16 otherwise, measured by ``benchmarks/study_defaults.py``)."""
+    from pmark_impl.schemes import get_scheme
+
+    return get_scheme(mode).default_n if n is None else n
 
 
 def _generate_epilog() -> str:
@@ -146,12 +145,11 @@ def build_parser(
 
     def cell_options(p: argparse.ArgumentParser, generating: bool) -> None:
         """SemStamp / k-SemStamp settings; ``pmark detect`` takes the record's unless given."""
-        dflt = (lambda value: value) if generating else (lambda value: None)
         src = "" if generating else "the record's, else "
         p.add_argument(
             "--lsh-dim",
             type=int_type(1, MAX_LSH_DIM),
-            default=dflt(3),
+            default=None,
             metavar="h",
             help=f"semstamp: LSH hyperplanes h, M = 2^h cells, 1..{MAX_LSH_DIM} (default {src}3)",
         )
@@ -166,14 +164,14 @@ def build_parser(
         p.add_argument(
             "--gamma",
             type=float_type(0, 1, open_lo=True, open_hi=True),
-            default=dflt(0.25),
+            default=None,
             help=f"semstamp/ksemstamp: green fraction of the cells in (0, 1) (default {src}0.25)",
         )
         if generating:
             p.add_argument(
                 "--max-trials",
                 type=int_type(1, MAX_TRIALS),
-                default=16,
+                default=None,
                 metavar="R",
                 help=f"semstamp/ksemstamp: batches of N drawn at most before the uniform fallback, 1..{MAX_TRIALS} "
                 "(default 16)",
@@ -181,13 +179,12 @@ def build_parser(
             p.add_argument(
                 "--offline-batch",
                 type=int_type(1, MAX_OFFLINE_BATCH),
-                default=16,
+                default=None,
                 metavar="B",
                 help=f"offline: candidates per sampler call, 1..{MAX_OFFLINE_BATCH}; the context is prefilled once "
                 "per sentence (default 16: the fastest per sentence measured on SmolLM2; 1 draws the fewest tokens)",
             )
 
-    modes = ["online", "offline", "semstamp", "ksemstamp", "simmark"]
     p = sub.add_parser(
         "generate",
         help="generate a watermarked continuation of PROMPT",
@@ -195,12 +192,13 @@ def build_parser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     common(p)
-    p.add_argument(
-        "--mode",
-        choices=modes,
-        default="offline",
-        help="offline (default: stops at the first candidate matching every key bit, detection without the "
-        "LM), online (distortion-free for every N; detection resamples with the LM), semstamp, ksemstamp",
+    from pmark_impl._cli_scheme import add_scheme_arguments
+
+    add_scheme_arguments(
+        p,
+        "offline",
+        "to watermark with: offline stops at the first candidate matching every key bit and is detected without "
+        "the LM; online is distortion-free for every N and detected by resampling with the LM",
     )
     p.add_argument(
         "--n",
@@ -221,7 +219,7 @@ def build_parser(
     p.add_argument(
         "--margin",
         type=float_type(0, 1, open_hi=True),
-        default=0.0,
+        default=None,
         metavar="R",
         help="semstamp/ksemstamp margin rejection in [0, 1): refuse candidates whose smallest |cos| with the "
         "LSH normals (ksemstamp: top-1 minus top-2 centroid cosine) is below R (default 0: none)",
@@ -229,7 +227,7 @@ def build_parser(
     p.add_argument(
         "--green-seeding",
         choices=["position", "cell"],
-        default="position",
+        default=None,
         help="semstamp/ksemstamp green sets keyed by the sentence position (default) or by the previous "
         "sentence's cell (the reference implementations); recorded in the provenance",
     )
@@ -286,12 +284,7 @@ def build_parser(
 
     p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
     common(p)
-    p.add_argument(
-        "--mode",
-        choices=["offline", "online", "semstamp", "ksemstamp", "simmark"],
-        default=None,
-        help="default: the mode of FILE's provenance record, else offline",
-    )
+    add_scheme_arguments(p, None, "that generated FILE")
     p.add_argument(
         "--prompt",
         default=None,

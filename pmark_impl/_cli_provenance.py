@@ -21,7 +21,6 @@ from pmark_impl._provenance import Provenance, ProvenanceError, load_provenance,
 __all__ = [
     "DETECT_DEFAULTS",
     "check_detection_flags",
-    "check_generation_flags",
     "detection_settings",
     "device_kwargs",
     "generation_provenance_path",
@@ -111,15 +110,7 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
         "temperature": ("--temperature", args.temperature),
         "top_p": ("--top-p", args.top_p),
     }
-    cells = {
-        name: (flag, getattr(args, name.replace("-", "_"), None))
-        for name, flag in (
-            ("green_seeding", "--green-seeding"),
-            ("lsh_dim", "--lsh-dim"),
-            ("n_clusters", "--n-clusters"),
-            ("gamma", "--gamma"),
-        )
-    }
+    cells = _setting_flags(args)
     prov, path = provenance_for_detection(args)
     if prov is None:
         out = {
@@ -132,79 +123,70 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
             provenance=None,
         )
         return out
-    given = {name: fv for name, fv in cells.items() if name == "green_seeding" or fv[1] is not None}
-    resolved = resolve_detection(prov, key, path or "", {**explicit, **given})
+    resolved = resolve_detection(prov, key, path or "", {**explicit, **cells})
     out = {name: resolved[name] for name in DETECT_DEFAULTS}
     out["model"] = _loader_model_name(resolved["model"])
     if explicit["encoder"][1] is None and out["encoder"] == key.encoder:
         out["encoder"] = None  # the key's own encoder: load it as usual
     cap = prov.sampling.get("max_sentence_tokens")
     out["sampler_kwargs"] = {"max_sentence_tokens": cap} if cap not in (None, _DEFAULT_CAP) else {}
-    out["detect_kwargs"] = {
-        k: v for k, v in resolved.items() if k in ("lsh_dim", "n_clusters", "gamma", "green_seeding")
-    }
+    out["detect_kwargs"] = {k: v for k, v in resolved.items() if k not in out and k not in _RECORD_ONLY}
     out["provenance"] = path
     return out
 
 
-#: The cell flags of ``pmark detect`` and the modes they apply to (with a record, :func:`resolve_detection`
-#: refuses a flag that is not among the record's settings).
-_CELL_FLAG_MODES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "lsh_dim": ("--lsh-dim", ("semstamp",)),
-    "n_clusters": ("--n-clusters", ("ksemstamp",)),
-    "gamma": ("--gamma", ("semstamp", "ksemstamp")),
-    "green_seeding": ("--green-seeding", ("semstamp", "ksemstamp")),
-}
+#: What :func:`resolve_detection` returns beside the settings that are not detection keyword arguments.
+_RECORD_ONLY = ("mode", "prompt", "channels", "n_candidates")
 
 
-def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | None) -> str:
+def _setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
+    """``setting -> (flag, value)`` of every scheme setting given as a flag or with ``--set`` (no scheme resolved)."""
+    from pmark_impl._cli_scheme import flag_of, parse_set
+    from pmark_impl.schemes._settings import known_options
+
+    out = {
+        name: (flag_of(name), getattr(args, name))
+        for name in known_options()
+        if getattr(args, name, None) is not None
+    }
+    for name, value in parse_set(getattr(args, "scheme_set", None)).items():
+        if name in out:
+            raise ProvenanceError(f"{name} is given both as {flag_of(name)} and with --set")
+        out[name] = (f"--set {name}", value)
+    return out
+
+
+def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | None, args: Any = None) -> str:
     """Refuse, right after the key is read and before any model loads, choices that detection would refuse.
 
     Args:
       key: the detection key.
       settings: :func:`detection_settings` (``mode``, ``detect_kwargs``, ``provenance``).
       test: ``--test`` (``None``: the default for the key and mode).
+      args: the parsed arguments (the flags' names for messages), or ``None``.
 
     Returns:
-      The test detection will use (:func:`pmark_impl._calibration.resolve_test`, the rule :func:`pmark_impl.detect`
+      The test detection will use (:func:`pmark_impl._detect_tests.resolve_test`, the rule :func:`pmark_impl.detect`
       applies).
 
     Raises:
       PMarkValueError: ``--test per_key`` with an uncalibrated key, a context-seeded key or outside offline mode,
         ``--test resample`` with a positional key or outside offline mode (the rules of ``resolve_test``); a
-        SemStamp cell flag (``--lsh-dim``, ``--n-clusters``, ``--gamma``, ``--green-seeding cell``) with a mode
-        it does not apply to.
+        scheme's flag with a scheme it does not apply to, or a bad setting (the scheme's own checks).
     """
-    from pmark_impl._calibration import resolve_test
-    from pmark_theory._validate import PMarkValueError
+    from pmark_impl._detect_tests import resolve_test
+    from pmark_impl.schemes import get_scheme, resolve_settings
 
-    mode = settings["mode"]
-    resolved = resolve_test(key, mode, test)
-    if settings.get("provenance") is None:  # with a record, resolve_detection checked the flags
-        for name, value in settings.get("detect_kwargs", {}).items():
-            flag, modes = _CELL_FLAG_MODES.get(name, (None, ()))
-            if flag is None or mode in modes or (name == "green_seeding" and value == "position"):
-                continue
-            raise PMarkValueError(
-                f"{flag} applies to --mode {' and '.join(modes)} only, not to mode {mode!r}"
-            )
+    scheme = get_scheme(settings["mode"])
+    resolved = resolve_test(key, scheme.name, test)
+    if (
+        settings.get("provenance") is None and args is not None
+    ):  # with a record, resolve_detection checked them
+        from pmark_impl._cli_scheme import cli_settings
+
+        cli_settings(args, scheme, "detect", defaults=False)
+    resolve_settings(scheme, settings.get("detect_kwargs", {}), side="detect", key=key)
     return resolved
-
-
-def check_generation_flags(args: argparse.Namespace) -> None:
-    """Refuse, before any model loads, ``generate`` flags that :func:`pmark_impl.generate` would refuse for the mode
-    (the same rule: :func:`pmark_impl._watermark.check_cell_options`).
-
-    Raises:
-      PMarkValueError: ``--margin > 0`` or ``--green-seeding cell`` with a mode other than semstamp/ksemstamp.
-    """
-    from pmark_impl._watermark import check_cell_options
-
-    check_cell_options(
-        getattr(args, "mode", None),
-        getattr(args, "margin", 0.0) or 0.0,
-        getattr(args, "green_seeding", None) or "position",
-    )
 
 
 def _loader_model_name(model: str | None) -> str | None:
@@ -242,7 +224,6 @@ def resolve_detection(
     """
     prov.check_key(key, path)
     out = prov.detect_kwargs()
-    out.setdefault("green_seeding", "position")  # PMark modes, and SemStamp records written before the field
     out.update(
         encoder=prov.encoder,
         model=prov.model,
@@ -253,6 +234,8 @@ def resolve_detection(
         if value is None:
             continue
         if setting not in out:
+            if _other_default(setting, value):  # another scheme's setting left at its default
+                continue
             raise ProvenanceError(
                 f"{flag} does not apply to the {prov.mode} text of provenance file {path}; drop {flag}"
             )
@@ -266,3 +249,10 @@ def resolve_detection(
                 f"{_short(recorded)}; drop {flag} to follow the provenance (--no-provenance ignores it)"
             )
     return out
+
+
+def _other_default(setting: str, value: Any) -> bool:
+    from pmark_impl.schemes._settings import is_default, known_options
+
+    entries = known_options().get(setting, [])
+    return bool(entries) and all(is_default(value, opt) for _, opt in entries)

@@ -28,7 +28,6 @@ __all__ = [
     "cmd_calibrate_simmark",
     "cmd_detect_simmark",
     "run_detect_simmark",
-    "simmark_generate_kwargs",
     "wants_simmark_detection",
 ]
 
@@ -96,27 +95,6 @@ def add_simmark_generate_arguments(p: argparse.ArgumentParser, float_type: Any) 
     )
 
 
-def simmark_generate_kwargs(args: argparse.Namespace) -> dict[str, float]:
-    """``generate`` keyword arguments from ``--simmark-low/--simmark-high`` (``{}`` when neither is given).
-
-    Raises:
-      CLIError: either flag given with a mode other than ``simmark``.
-    """
-    from pmark_impl._cli_files import CLIError
-
-    given = {
-        k: v
-        for k, v in (
-            ("simmark_low", getattr(args, "simmark_low", None)),
-            ("simmark_high", getattr(args, "simmark_high", None)),
-        )
-        if v is not None
-    }
-    if given and getattr(args, "mode", None) != "simmark":
-        raise CLIError("--simmark-low/--simmark-high apply to --mode simmark only")
-    return given
-
-
 def wants_simmark_detection(args: argparse.Namespace) -> bool:
     """Whether ``pmark detect`` should detect SimMark: ``--mode simmark``, ``--simmark-calibration`` given, or
     (no ``--mode``) the text's provenance record says ``simmark``.
@@ -163,9 +141,9 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
     from pmark_impl import cli
     from pmark_impl._cli_files import CLIError, check_paths, output_errors
     from pmark_impl._cli_provenance import device_kwargs
+    from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
-    from pmark_impl._steps import embed
     from pmark_theory._simmark import check_simmark_interval
 
     check_paths(

@@ -21,7 +21,7 @@ DEFAULT_PROMPT = "The bicycle was invented in the early nineteenth century."
 
 
 def _plain_text(sampler: Any, prompt: str, n_sentences: int, seed: int) -> list[str]:
-    from pmark_impl._watermark import context_for, torch_generator
+    from pmark_impl._context import context_for, torch_generator
 
     sentences: list[str] = []
     for t in range(n_sentences):

@@ -41,12 +41,9 @@ attributes (``result.sentences``) stay available to Python callers, but ``repr(r
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from pmark_impl._api_checks import (
     check_callable,
@@ -59,10 +56,7 @@ from pmark_impl._api_checks import (
     check_text,
     check_texts,
 )
-from pmark_impl._calibration import centred_text_proxies
-from pmark_impl._detect_cells import detect_cells as _detect_cells
 from pmark_impl._detect_result import (
-    DETECT_MODES,
     EVIDENCE_WARNING,
     TOTAL_STATISTICS,
     VERDICT_NO_WATERMARK,
@@ -72,26 +66,31 @@ from pmark_impl._detect_result import (
     DetectionResult,
     SentenceEvidence,
 )
-from pmark_impl._detect_stats import _ADAPTIVE, pmark_results
+from pmark_impl._detect_stats import _ADAPTIVE
 from pmark_impl._detect_tests import resolve_test
 from pmark_impl._detect_work import (
     MAX_ONLINE_CANDIDATES,
     MAX_TEXT_CHARS,
     MAX_TEXT_SENTENCES,
-    embed_reporting,
-    online_medians,
     split_within_budget,
 )
 from pmark_impl._keys import WatermarkKey
-from pmark_impl._limits import check_limit
-from pmark_impl._types import SentenceEncoder, SentenceSampler, check_green_seeding
-from pmark_impl._watermark import resolve_channels
+from pmark_impl._types import SentenceEncoder, SentenceSampler
+from pmark_impl._watermark import resolve_channels, resolve_scheme
+from pmark_impl.schemes import BUILTIN_SCHEMES, DetectRequest, get_scheme, resolve_settings
 from pmark_theory._validate import (
     PMarkValueError,
     check_delta_k,
     check_positive_int,
     check_size,
     check_unit_interval,
+)
+
+#: The built-in schemes detected with the key alone (SimMark's detector needs its calibration of ``γ`` too).
+DETECT_MODES = tuple(
+    name
+    for name in BUILTIN_SCHEMES
+    if (cal := get_scheme(name).calibration) is None or cal.stored_in != "detector"
 )
 
 __all__ = [
@@ -116,7 +115,8 @@ def detect(
     text: str | Sequence[str],
     encoder: SentenceEncoder,
     *,
-    mode: str = "offline",
+    scheme: str | Any | None = None,
+    mode: str | None = None,
     sampler: SentenceSampler | None = None,
     prompt: str = "",
     n_candidates: int = 16,
@@ -127,14 +127,12 @@ def detect(
     channels: int | None = None,
     seed: int = 0,
     min_sentences: int = 2,
-    lsh_dim: int = 3,
-    n_clusters: int | None = None,
-    gamma: float = 0.25,
     soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
-    green_seeding: str = "position",
-) -> DetectionResult:
+    calibration: Any = None,
+    **settings: Any,
+) -> Any:
     """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13, K1).
 
     Args:
@@ -143,8 +141,11 @@ def detect(
         :data:`MAX_TEXT_CHARS` characters and :data:`MAX_TEXT_SENTENCES` sentences (checked before encoding;
         split a longer text and detect the parts with :func:`detect_many`).
       encoder: the key's encoder (``dim == key.dim``).
-      mode: ``"offline"`` (median 0), ``"online"`` (HD median of ``n_candidates`` resampled candidates; needs
-        ``sampler``), ``"semstamp"``/``"ksemstamp"`` (green-cell count, ``Binomial(T, g/M)`` under H0).
+      scheme: the scheme that generated the text (default ``"offline"``): ``"offline"`` (median 0), ``"online"``
+        (HD median of ``n_candidates`` resampled candidates; needs ``sampler``), the SemStamp schemes (green-cell
+        count, ``Binomial(T, g/M)`` under H0), ``"simmark"`` (needs ``calibration``), a plug-in's name or a
+        :class:`~pmark_impl.schemes.Scheme`.
+      mode: alias of ``scheme``.
       sampler: the LM sentence sampler (online mode).
       prompt: the prompt the text continues (online context only).
       n_candidates: ``N`` resampled per position (online), at most :data:`pmark_impl._limits.MAX_CANDIDATES`.
@@ -160,8 +161,6 @@ def detect(
       channels: use the first ``b`` channels of the key (must match generation).
       seed: seed of the online resampling (an int ``>= 0``).
       min_sentences: fewer evidence sentences give "not enough evidence".
-      lsh_dim, n_clusters, gamma: SemStamp settings (must match generation, within
-        :data:`pmark_impl._limits.LIMITS`; ``n_clusters=None``: the ``k`` of the key's fitted centroids, else 8).
       soft_resolution: lattice resolution of X4's calibrated soft p-value for ``bT > 20`` bits. ``None``
         (default): X4's soft p-value is computed only for the soft tests (otherwise
         ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``), on a lattice refined from ``2^8`` up to
@@ -173,13 +172,14 @@ def detect(
         SemStamp; :data:`pmark_impl._detect_work.ENCODE_BATCH` sentences at most) or with 1 after each
         position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
       splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl._segment.split_sentences``).
-      green_seeding: SemStamp modes: ``"position"`` (default) or ``"cell"`` (green set of sentence ``t >= 1``
-        keyed by the cell of the text's sentence ``t - 1``; must match generation). With ``"cell"`` the
-        binomial p-value is approximate when a previous cell repeats (positions then share a green set):
-        ``statistics["green_count"]`` reports ``repeated_cells`` and a ``note``.
+      calibration: the scheme's detector calibration (SimMark's ``γ``: :func:`pmark_impl.load_simmark_calibration`).
+      **settings: the scheme's detection settings, which must match generation (``pmark schemes``): SemStamp's
+        ``lsh_dim`` / ``n_clusters`` (``None``: the ``k`` of the key's fitted centroids, else 8), ``gamma`` and
+        ``green_seeding`` (``"cell"``: the binomial p-value is approximate when a previous cell repeats;
+        ``statistics["green_count"]`` reports ``repeated_cells`` and a ``note``).
 
     Returns:
-      :class:`DetectionResult`.
+      :class:`DetectionResult` (SimMark: :class:`pmark_impl.SimMarkDetection`; a plug-in: its scheme's result).
 
     Raises:
       PMarkValueError: an argument of the wrong type (named, with the type expected and the type given), bad
@@ -187,11 +187,8 @@ def detect(
         the key's.
     """
     text = check_text(text, "text")
-    return _detect_texts(
-        key,
-        [text],
-        ["text"],
-        encoder,
+    options = dict(
+        scheme=scheme,
         mode=mode,
         sampler=sampler,
         prompt=prompt,
@@ -203,14 +200,12 @@ def detect(
         channels=channels,
         seed=seed,
         min_sentences=min_sentences,
-        lsh_dim=lsh_dim,
-        n_clusters=n_clusters,
-        gamma=gamma,
         soft_resolution=soft_resolution,
         progress=progress,
         splitter=splitter,
-        green_seeding=green_seeding,
-    )[0]
+        calibration=calibration,
+    )
+    return _detect_texts(key, [text], ["text"], encoder, options, settings)[0]
 
 
 def detect_many(
@@ -243,17 +238,30 @@ def detect_many(
         :func:`detect`.
     """
     texts = check_texts(texts)
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise PMarkValueError(f"detect_many got unknown option(s) {unknown}; it takes those of detect()")
-    return _detect_texts(key, texts, [f"texts[{i}]" for i in range(len(texts))], encoder, **options)
+    common = {k: options.pop(k) for k in list(options) if k in _DEFAULTS}
+    return _detect_texts(key, texts, [f"texts[{i}]" for i in range(len(texts))], encoder, common, options)
 
 
-#: The keyword options of :func:`detect` (and :func:`detect_many`).
-_OPTIONS = (
-    "mode sampler prompt n_candidates delta K alpha test channels seed min_sentences lsh_dim n_clusters gamma "
-    "soft_resolution progress splitter green_seeding"
-).split()
+#: The common keyword options of :func:`detect` (and :func:`detect_many`) and their defaults; the rest are the
+#: scheme's own settings.
+_DEFAULTS: dict[str, Any] = {
+    "scheme": None,
+    "mode": None,
+    "sampler": None,
+    "prompt": "",
+    "n_candidates": 16,
+    "delta": 0.001,
+    "K": 150.0,
+    "alpha": 0.01,
+    "test": None,
+    "channels": None,
+    "seed": 0,
+    "min_sentences": 2,
+    "soft_resolution": None,
+    "progress": None,
+    "splitter": None,
+    "calibration": None,
+}
 
 
 def _detect_texts(
@@ -261,140 +269,79 @@ def _detect_texts(
     texts: list[Any],
     names: list[str],
     encoder: Any,
-    *,
-    mode: str = "offline",
-    sampler: Any = None,
-    prompt: str = "",
-    n_candidates: int = 16,
-    delta: float = 0.001,
-    K: float = 150.0,
-    alpha: float = 0.01,
-    test: str | None = None,
-    channels: int | None = None,
-    seed: int = 0,
-    min_sentences: int = 2,
-    lsh_dim: int = 3,
-    n_clusters: int | None = None,
-    gamma: float = 0.25,
-    soft_resolution: int | None = None,
-    progress: Callable[[int], None] | None = None,
-    splitter: Callable[[str], list[str]] | None = None,
-    green_seeding: str = "position",
-) -> list[DetectionResult]:
-    """Every check first (types, values, size budget), then the work (module docstring)."""
+    options: dict[str, Any],
+    settings: dict[str, Any],
+) -> list[Any]:
+    """Every check first (types, values, the scheme's settings, the size budget), then the scheme's detector."""
+    o = {**_DEFAULTS, **options}
+    scheme = resolve_scheme(o["scheme"], o["mode"], default="offline")
+    if scheme.detect is None:
+        raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
     key = check_key(key)
-    if not isinstance(mode, str) or mode not in DETECT_MODES:
-        raise PMarkValueError(f"mode must be one of {DETECT_MODES}, got {mode!r}")
-    test = resolve_test(key, mode, test)
-    green_seeding = check_green_seeding(green_seeding)
-    if green_seeding != "position" and mode not in ("semstamp", "ksemstamp"):
+    test = resolve_test(key, scheme.name, o["test"])
+    from pmark_impl.schemes._settings import known_options
+
+    unknown = sorted(set(settings) - set(known_options()) - {o.name for o in scheme.options})
+    if unknown:
+        own = ", ".join(o.name for o in scheme.options if o.detect) or "none"
         raise PMarkValueError(
-            f"green_seeding applies to the semstamp and ksemstamp modes only, got mode {mode!r}"
+            f"unknown option(s) {unknown}: not options of detect ({', '.join(sorted(_DEFAULTS))}) nor settings "
+            f"of scheme {scheme.name!r} ({own})"
         )
-    for name, value in (("alpha", alpha), ("delta", delta), ("K", K), ("gamma", gamma)):
-        check_number(name, value)
-    alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
-    min_sentences = check_positive_int("min_sentences", min_sentences)
-    delta, K = check_delta_k(delta, K)
+    checked = resolve_settings(scheme, settings, side="detect", key=key)
+    for name in ("alpha", "delta", "K"):
+        check_number(name, o[name])
+    alpha = check_unit_interval("alpha", o["alpha"], open_left=True, open_right=True)
+    min_sentences = check_positive_int("min_sentences", o["min_sentences"])
+    delta, K = check_delta_k(o["delta"], o["K"])
     if not math.isfinite(K):  # as pmark detect --K: the limit K = inf is the hard count (test "hard")
         raise PMarkValueError(
             f"K (smoothing factor) must be finite and > 0, got {K} (K = inf is the hard count)"
         )
-    seed = check_seed(seed)
-    prompt = check_str("prompt", prompt)
-    progress = check_callable("progress", progress)
-    splitter = check_callable("splitter", splitter)
+    seed = check_seed(o["seed"])
+    prompt = check_str("prompt", o["prompt"])
+    progress = check_callable("progress", o["progress"])
+    splitter = check_callable("splitter", o["splitter"])
+    soft_resolution = o["soft_resolution"]
     if soft_resolution is not None:
         soft_resolution = check_positive_int("soft_resolution", soft_resolution)
     elif test in ("soft", "soft_per_key"):
         soft_resolution = _ADAPTIVE
-    b = resolve_channels(key, channels)
+    b = resolve_channels(key, o["channels"])
     check_encoder(encoder, key.dim, key.encoder)
-    if mode == "online":
-        if sampler is None:
-            raise PMarkValueError("online detection needs a sampler (the LM) to resample candidates")
+    sampler, n_candidates = o["sampler"], o["n_candidates"]
+    if sampler is not None:
         check_sampler(sampler)
         n_candidates = check_size("n_candidates", n_candidates, maximum=MAX_ONLINE_CANDIDATES)
-    if mode in ("semstamp", "ksemstamp"):
-        gamma = check_unit_interval("gamma", gamma, open_left=True, open_right=True)
-        if mode == "semstamp":
-            lsh_dim = check_limit("lsh_dim", lsh_dim)  # M = 2^h cells: bounded by memory
-        elif n_clusters is not None:
-            n_clusters = check_limit("n_clusters", n_clusters)
     split = split_within_budget(texts, names, splitter)  # the size budget, before any encoding
     if not split:
         return []
-    lengths = [len(s) for s in split]
-    bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-    flat = [s for sentences in split for s in sentences]
-    emb = embed_reporting(encoder, flat, key.dim, None if mode == "online" else progress)
-
-    def base_settings() -> dict[str, Any]:
-        return {
-            "encoder": key.encoder,
-            "key_fingerprint": key.fingerprint,
-            "n_channels": b,
+    request = DetectRequest(
+        key=key,
+        encoder=encoder,
+        sentences=split,
+        prompt=prompt,
+        settings=checked,
+        options={
+            "alpha": alpha,
+            "delta": delta,
+            "K": K,
+            "test": test,
+            "channels": b,
+            "seed": seed,
             "min_sentences": min_sentences,
-        }
-
-    if mode in ("semstamp", "ksemstamp"):
-        n_clusters = key.default_n_clusters if n_clusters is None else n_clusters
-        return [
-            _detect_cells(
-                key,
-                s,
-                emb[lo:hi],
-                mode,
-                alpha,
-                min_sentences,
-                lsh_dim,
-                n_clusters,
-                gamma,
-                base_settings(),
-                green_seeding,
-            )
-            for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
-        ]
-
-    v = key.pivots()[:b]
-    centring = key.centring  # the calibration's centring (K1), "none" for an uncalibrated key
-    f = np.concatenate(
-        [centred_text_proxies(v, emb[lo:hi], centring, key.centre) for lo, hi in itertools.pairwise(bounds)]
-    )  # [ΣT, b]
-    if mode == "online":
-        m = np.concatenate(
-            [
-                online_medians(sampler, encoder, prompt, s, v, n_candidates, seed, progress, key, emb[lo:hi])
-                if s
-                else np.zeros((0, b))
-                for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
-            ]
-        )
-    else:
-        m = np.zeros_like(f)
-    key_bits = key.bits_matrix(max(lengths, default=0))[:, :b]  # r_(t, ·) depends on the position t only
-    if key.seeding == "position":
-        bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
-    else:  # context seeds (Z1): the bits of sentence t come from the text's previous sentences
-        bits = np.concatenate([key.text_bits(emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)])
-    return pmark_results(
-        key,
-        split,
-        bounds,
-        emb,
-        f,
-        m,
-        bits,
-        key_bits,
-        mode=mode,
-        test=test,
-        b=b,
-        alpha=alpha,
-        delta=delta,
-        K=K,
-        seed=seed,
-        n_candidates=n_candidates,
-        min_sentences=min_sentences,
-        soft_resolution=soft_resolution,
-        base=base_settings(),
+            "soft_resolution": soft_resolution,
+            "n_candidates": n_candidates,
+            "sampler": sampler,
+            "splitter": splitter,
+            "base": {
+                "encoder": key.encoder,
+                "key_fingerprint": key.fingerprint,
+                "n_channels": b,
+                "min_sentences": min_sentences,
+            },
+        },
+        calibration=o["calibration"],
+        progress=progress,
     )
+    return scheme.detect(request)

@@ -17,7 +17,6 @@ import numpy as np
 from pmark_theory._key_recovery import DEFAULT_OUTPUT_LEVEL
 
 __all__ = [
-    "DETECT_MODES",
     "EVIDENCE_WARNING",
     "TOTAL_STATISTICS",
     "VERDICT_NOT_ENOUGH",
@@ -30,7 +29,6 @@ __all__ = [
     "verdict",
 ]
 
-DETECT_MODES = ("offline", "online", "semstamp", "ksemstamp")
 VERDICT_WATERMARKED = "watermarked"
 VERDICT_NO_WATERMARK = "no watermark detected"
 VERDICT_NOT_ENOUGH = "not enough evidence"

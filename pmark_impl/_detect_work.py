@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._api_checks import check_candidates, split_text
+from pmark_impl._context import context_for, embed, sampler_device, torch_generator
 from pmark_impl._limits import MAX_CANDIDATES, MAX_SENTENCES
-from pmark_impl._steps import embed
-from pmark_impl._watermark import context_for, sampler_device, torch_generator
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._hd import hd_median
 from pmark_theory._validate import PMarkValueError

@@ -205,8 +205,8 @@ class Provenance:
     def detect_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`pmark_impl._detect.detect` that follow this generation.
 
-        ``mode``, ``prompt``, ``channels``, ``n_candidates`` and, for SemStamp modes, ``lsh_dim`` or
-        ``n_clusters``, ``gamma`` and ``green_seeding``. Check the key first with :meth:`check_key`; the command line's
+        ``mode``, ``prompt``, ``channels``, ``n_candidates`` and the scheme's detection settings (its options with
+        ``detect=True``: SemStamp's ``lsh_dim`` or ``n_clusters``, ``gamma`` and ``green_seeding``). Check the key first with :meth:`check_key`; the command line's
         ``pmark_impl._cli_provenance.resolve_detection`` also refuses flags that contradict the record.
         """
         out: dict[str, Any] = {
@@ -215,9 +215,11 @@ class Provenance:
             "channels": self.channels,
             "n_candidates": self.n_candidates,
         }
-        for name in ("lsh_dim", "n_clusters", "gamma", "green_seeding"):
-            if name in self.settings:
-                out[name] = self.settings[name]
+        from pmark_impl.schemes import get_scheme
+
+        for opt in get_scheme(self.mode).options:
+            if opt.detect and opt.name in self.settings:
+                out[opt.name] = self.settings[opt.name]
         return out
 
 

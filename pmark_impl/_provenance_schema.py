@@ -17,15 +17,12 @@ import math
 from typing import Any
 
 from pmark_impl._limits import LIMITS, MAX_CANDIDATES, MAX_SENTENCE_TOKENS, MAX_SENTENCES, MAX_TRIALS
-from pmark_impl._types import GREEN_SEEDINGS, MODES
 from pmark_impl._user_json import parse_user_json
 from pmark_theory._files import decode_text
-from pmark_theory._validate import PMarkValueError, check_n_candidates
+from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "FIELDS",
-    "MODE_SETTINGS",
-    "OPTIONAL_SETTINGS",
     "PROVENANCE_FORMAT",
     "PROVENANCE_LIMIT_BYTES",
     "PROVENANCE_VERSION",
@@ -42,16 +39,6 @@ FIELDS = tuple(
     "format version toolkit_version mode n_candidates channels seed prompt key_fingerprint encoder model "
     "sampling settings aligned steps note".split()
 )
-#: The settings each mode records (exactly these keys).
-MODE_SETTINGS: dict[str, tuple[str, ...]] = {
-    "online": (),
-    "offline": ("offline_batch",),
-    "semstamp": ("lsh_dim", "gamma", "max_trials", "green_seeding", "margin"),
-    "ksemstamp": ("n_clusters", "gamma", "max_trials", "green_seeding", "margin"),
-    "simmark": ("simmark_low", "simmark_high", "max_trials"),  # E20: SimMark's cosine interval G
-}
-#: Settings that records written before they existed may lack, with the value their absence means.
-OPTIONAL_SETTINGS: dict[str, Any] = {"green_seeding": "position", "margin": 0.0}
 _OUTCOMES = ("sentence", "eos", "cap")
 _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
@@ -157,27 +144,34 @@ def _sampling(doc: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def _settings(doc: Any, mode: str, where: str) -> dict[str, Any]:
-    names = MODE_SETTINGS[mode]
-    if isinstance(doc, dict):  # an older record without an optional setting: its absence means the default
-        names = tuple(n for n in names if n in doc or n not in OPTIONAL_SETTINGS)
-    f = _Fields(doc, names, f"{where} (mode {mode})")
-    out: dict[str, Any] = {}
-    for name in MODE_SETTINGS[mode]:
-        if name not in names:
-            out[name] = OPTIONAL_SETTINGS[name]
-        elif name == "green_seeding":
-            out[name] = f.choice(name, GREEN_SEEDINGS)
-        elif name == "gamma":
-            out[name] = f.number(name, 0.0, 1.0, open_lo=True)
-        elif name == "margin":
-            out[name] = f.number(name, 0.0, 1.0, open_hi=True)
-        elif name in ("simmark_low", "simmark_high"):
-            out[name] = f.number(name, -1.0, 1.0)
-        else:  # lsh_dim, n_clusters, max_trials, offline_batch: the command line's bounds
-            out[name] = f.integer(name, *LIMITS[name])
-    if mode == "simmark" and out["simmark_low"] > out["simmark_high"]:
-        raise ProvenanceError(f"{where} (mode simmark): simmark_low must be <= simmark_high")
+def _scheme(f: Any, where: str) -> Any:
+    """The scheme the record names (built-in, installed, or loaded in this process); nothing else is imported."""
+    from pmark_impl.schemes import get_scheme, scheme_names
+
+    name = f.string("mode", max_len=64)
+    if ":" in name or name not in scheme_names():
+        raise ProvenanceError(
+            f"{where} names scheme {name[:64]!r}, which is not installed here (known: {', '.join(scheme_names())}); "
+            "install its package or name it with --scheme MODULE:ATTRIBUTE"
+        )
+    try:
+        return get_scheme(name)
+    except PMarkValueError as exc:
+        raise ProvenanceError(f"{where}: {exc}") from None
+
+
+def _settings(doc: Any, scheme: Any, n: int, channels: int, where: str) -> dict[str, Any]:
+    from pmark_impl.schemes import recorded_settings
+
+    try:
+        out = recorded_settings(scheme, doc, where)
+        if scheme.check is not None:
+            scheme.check(dict(out), None, n, channels)
+    except ProvenanceError:
+        raise
+    except PMarkValueError as exc:
+        msg = str(exc)
+        raise ProvenanceError(msg if msg.startswith(where) else f"{where} is invalid: {msg}") from None
     return out
 
 
@@ -222,14 +216,9 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     """
     where = f"provenance file {name}"
     f = _Fields(_parse(raw, name), FIELDS, where)
-    mode = f.choice("mode", MODES)
+    scheme = _scheme(f, where)
     n = f.integer("n_candidates", *LIMITS["n_candidates"])
     channels = f.integer("channels", *LIMITS["channels"])
-    if mode == "online":
-        try:
-            check_n_candidates(n, channels)
-        except PMarkValueError as exc:
-            raise ProvenanceError(f"{where} is invalid: {exc}") from None
     fingerprint = f.string("key_fingerprint", max_len=16)
     if len(fingerprint) != 16 or not set(fingerprint) <= set("0123456789abcdef"):
         raise f._bad("key_fingerprint", "16 lowercase hexadecimal digits")
@@ -238,7 +227,7 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
         raise f._bad("aligned", "true, false or null")
     f.string("note", printable=False, empty=True)
     return {
-        "mode": mode,
+        "mode": scheme.name,
         "n_candidates": n,
         "channels": channels,
         "seed": f.integer("seed", 0, _MAX_SEED),
@@ -247,7 +236,7 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
         "encoder": f.string("encoder"),
         "model": None if f.doc["model"] is None else f.string("model"),
         "sampling": _sampling(f.doc["sampling"], f"{where}: field 'sampling'"),
-        "settings": _settings(f.doc["settings"], mode, f"{where}: field 'settings'"),
+        "settings": _settings(f.doc["settings"], scheme, n, channels, f"{where}: field 'settings'"),
         "aligned": aligned,
         "steps": _steps(f.doc["steps"], where),
         "toolkit_version": f.string("toolkit_version", max_len=100),

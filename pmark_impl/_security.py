@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from pmark_impl._context import embed
 from pmark_impl._detect import detect
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._segment import TERMINAL_MARKS, split_sentences
-from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder
 from pmark_impl._watermark import resolve_channels
 from pmark_theory._key_recovery import recover_from_counts, recover_from_projections, score_recovery

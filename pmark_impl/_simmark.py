@@ -47,8 +47,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._api_checks import check_candidates, check_encoder, check_str, split_text
-from pmark_impl._steps import StepOutput, embed
+from pmark_impl._context import embed
 from pmark_impl._types import SentenceEncoder, SentenceSampler
+from pmark_impl.schemes._base import StepOutput
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
 from pmark_theory._rules import select_from_mask
 from pmark_theory._simmark import (
@@ -109,7 +110,7 @@ def simmark_step(
 
     Returns:
       ``(candidates, chosen, selectable, matches, trials, fallback)`` as the other steps
-      (:data:`pmark_impl._steps.StepOutput`); ``matches`` is ``None``.
+      (:class:`pmark_impl.schemes.StepOutput`); ``matches`` is ``None``.
 
     Raises:
       PMarkValueError: bad sizes or interval, a sampler returning the wrong number of candidates, an
@@ -136,7 +137,7 @@ def simmark_step(
             mask = valid if not fallback else np.ones(n, dtype=bool)
         local = int(_select(k_choice, jnp.asarray(mask)))
         sel = tuple(offset + int(i) for i in np.flatnonzero(mask))
-        return cands, offset + local, sel, None, trial, fallback
+        return StepOutput(cands, offset + local, sel, None, trial, fallback)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -2,7 +2,7 @@
 
 The sampler and encoder protocols that :func:`pmark_impl._watermark.generate` and
 :func:`pmark_impl._detect.detect` accept, and the frozen records a generation returns: one
-:class:`StepInfo` per sentence position inside a :class:`GenerationResult` (its provenance: mode, ``N``,
+:class:`StepInfo` per sentence position inside a :class:`GenerationResult` (its provenance: scheme, ``N``,
 ``b``, seed, prompt).
 """
 
@@ -18,32 +18,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from pmark_impl._provenance import Provenance
 
 __all__ = [
-    "GREEN_SEEDINGS",
-    "MODES",
     "CandidateLike",
     "GenerationResult",
     "SentenceEncoder",
     "SentenceSampler",
     "StepInfo",
-    "check_green_seeding",
 ]
-
-#: Generation modes: PMark online (C10, E5/E6), PMark offline (E7, X2), SemStamp and k-SemStamp (C5–C7, E3),
-#: SimMark (E20: no key; detected with :func:`pmark_impl._simmark.detect_simmark`, not ``detect``).
-MODES = ("online", "offline", "semstamp", "ksemstamp", "simmark")
-#: How SemStamp / k-SemStamp seed the green set of sentence ``t >= 1``: by the position ``t`` (default) or by
-#: the cell of sentence ``t - 1`` (the reference implementations); sentence 0 always uses position 0.
-GREEN_SEEDINGS = ("position", "cell")
-
-
-def check_green_seeding(green_seeding: Any) -> str:
-    """``green_seeding`` if it is one of :data:`GREEN_SEEDINGS`, else ``PMarkValueError`` (one line)."""
-    if not isinstance(green_seeding, str) or green_seeding not in GREEN_SEEDINGS:
-        from pmark_theory._validate import PMarkValueError
-
-        shown = repr(green_seeding) if len(repr(green_seeding)) <= 40 else f"{repr(green_seeding)[:37]}..."
-        raise PMarkValueError(f"green_seeding must be one of {', '.join(GREEN_SEEDINGS)}, got {shown}")
-    return green_seeding
 
 
 class CandidateLike(Protocol):

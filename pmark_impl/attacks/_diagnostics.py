@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pmark_impl._context import embed
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._segment import split_sentences
-from pmark_impl._steps import embed
 from pmark_impl._types import SentenceEncoder
 from pmark_impl._watermark import resolve_channels
 from pmark_theory._counts import hard_counts

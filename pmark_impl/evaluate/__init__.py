@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pmark_impl.evaluate._config import (
     NO_ATTACK,
-    SCHEMES,
+    NO_SCHEME,
     AttackSpec,
     EvalConfig,
     RunSpec,
@@ -34,7 +34,7 @@ from pmark_impl.evaluate._units import EvalContext, run_unit
 
 __all__ = [
     "NO_ATTACK",
-    "SCHEMES",
+    "NO_SCHEME",
     "AttackSpec",
     "EvalConfig",
     "EvalContext",

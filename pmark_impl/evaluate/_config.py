@@ -22,15 +22,15 @@ from typing import Any
 from pmark_impl._limits import MAX_CANDIDATES, MAX_CHANNELS, check_limit
 from pmark_theory._validate import (
     PMarkValueError,
-    check_n_candidates,
     check_positive_int,
     check_size,
     check_unit_interval,
 )
 
 __all__ = [
+    "GRID_DEFAULT",
     "NO_ATTACK",
-    "SCHEMES",
+    "NO_SCHEME",
     "AttackSpec",
     "EvalConfig",
     "RunSpec",
@@ -40,12 +40,17 @@ __all__ = [
     "unit_seed",
 ]
 
-#: Schemes ``pmark evaluate`` runs: the five generation modes and ``none`` (the LM unwatermarked).
-SCHEMES = ("online", "offline", "semstamp", "ksemstamp", "simmark", "none")
-#: ``N`` per scheme when none is given (``pmark generate``'s measured defaults; ``none`` samples one candidate).
-DEFAULT_N = {"offline": 64, "online": 16, "semstamp": 16, "ksemstamp": 16, "simmark": 16, "none": 1}
-#: Schemes with channels ``b``; the grid sweeps these.
-PMARK_SCHEMES = ("online", "offline")
+#: The pseudo-scheme of the unwatermarked LM (one candidate per sentence, always output: the LM's own law).
+NO_SCHEME = "none"
+#: The built-in schemes with channels ``b`` that ``--grid`` sweeps when no such scheme is among ``--schemes``.
+GRID_DEFAULT = ("online", "offline")
+
+
+def _schemes() -> tuple[str, ...]:
+    """What ``--schemes`` accepts by name: every installed scheme and ``none`` (or a registered MODULE:ATTR)."""
+    from pmark_impl.schemes import scheme_names
+
+    return (*scheme_names(), NO_SCHEME)
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,7 @@ class RunSpec:
 
     Attributes:
       run_id: unique id (``"offline-N64-b4"``), also the folder of its unit files.
-      scheme: one of :data:`SCHEMES`.
+      scheme: a scheme's name (:func:`pmark_impl.schemes.get_scheme`) or :data:`NO_SCHEME`.
       n_candidates: ``N`` (``1`` for ``none``).
       channels: ``b`` for online / offline, ``None`` otherwise.
       attacks: the attacks its texts go through (``none`` first; empty for scheme ``none``).
@@ -222,14 +227,15 @@ class RunSpec:
         }
 
 
-def _scheme_settings(scheme: str, options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    names = {
-        "offline": ("offline_batch",),
-        "semstamp": ("lsh_dim", "gamma", "max_trials"),
-        "ksemstamp": ("n_clusters", "gamma", "max_trials"),
-        "simmark": ("simmark_low", "simmark_high", "max_trials"),
-    }.get(scheme, ())
-    return tuple(sorted((n, options[n]) for n in names if options.get(n) is not None))
+def _scheme_settings(
+    scheme: Any, options: dict[str, Any], n: int, b: int | None
+) -> tuple[tuple[str, Any], ...]:
+    """The scheme's own settings among ``options`` (given ones only), checked with its rules for ``(N, b)``."""
+    from pmark_impl.schemes import resolve_settings
+
+    own = {o.name: options[o.name] for o in scheme.options if options.get(o.name) is not None}
+    resolve_settings(scheme, own, n_candidates=n, channels=b or 1)  # its checks and cross-option rules
+    return tuple(sorted(own.items()))
 
 
 def build_runs(
@@ -244,24 +250,34 @@ def build_runs(
     """The runs of an evaluation, ``none`` first, then the schemes in the order given, then the grid.
 
     Args:
-      schemes: names from :data:`SCHEMES` (duplicates are an error).
+      schemes: scheme names or registered ``module:attribute`` (:func:`pmark_impl.schemes.get_scheme`) and
+        :data:`NO_SCHEME` (duplicates are an error).
       attacks: attacks of every non-``none`` run (the unattacked text is always evaluated, first).
-      n_candidates: ``N`` of every watermarking scheme (default per scheme: :data:`DEFAULT_N`).
-      channels: ``b`` of online / offline.
-      grid: ``(Ns, bs)``: extra no-attack runs of online and offline (those among ``schemes``, else both) for
-        every ``(N, b)`` (the paper's Table 3).
-      **options: scheme settings (``offline_batch``, ``lsh_dim``, ``n_clusters``, ``gamma``, ``max_trials``,
-        ``simmark_low``, ``simmark_high``); ``None`` values take ``generate``'s defaults.
+      n_candidates: ``N`` of every watermarking scheme (default per scheme: its ``default_n``).
+      channels: ``b`` of the schemes with channels.
+      grid: ``(Ns, bs)``: extra no-attack runs of the schemes with channels (those among ``schemes``, else
+        :data:`GRID_DEFAULT`) for every ``(N, b)`` (the paper's Table 3).
+      **options: scheme settings (each run takes its scheme's own); ``None`` values take ``generate``'s defaults.
 
     Raises:
-      PMarkValueError: no or unknown or repeated scheme, online ``N % 2**b != 0`` (named for each grid pair).
+      PMarkValueError: no or unknown or repeated scheme, a setting no scheme has, a scheme's rule broken (online
+        ``N % 2**b != 0``, named for each grid pair).
     """
+    from pmark_impl.schemes import get_scheme
+
     if not schemes:
-        raise PMarkValueError(f"--schemes needs at least one of {', '.join(SCHEMES)}")
+        raise PMarkValueError(f"--schemes needs at least one of {', '.join(_schemes())}")
+    resolved = {}
     for s in schemes:
-        if s not in SCHEMES:
-            raise PMarkValueError(f"unknown scheme {s!r}; known schemes: {', '.join(SCHEMES)}")
-    if len(set(schemes)) != len(schemes):
+        if s != NO_SCHEME:
+            try:
+                resolved[s] = get_scheme(s)
+            except PMarkValueError as exc:
+                raise PMarkValueError(
+                    f"unknown scheme {s!r}; known schemes: {', '.join(_schemes())} ({exc})"
+                ) from None
+    names = [resolved[s].name if s in resolved else s for s in schemes]
+    if len(set(names)) != len(names):
         raise PMarkValueError(f"--schemes lists a scheme twice: {','.join(schemes)}")
     from pmark_impl._limits import LIMITS
 
@@ -271,6 +287,13 @@ def build_runs(
     for name, value in options.items():  # the same bounds as generate's flags and provenance records
         if value is not None and name in LIMITS:
             check_limit(name, value)
+    unknown = sorted(set(options) - {o.name for sc in resolved.values() for o in sc.options})
+    if unknown and any(options[u] is not None for u in unknown):
+        given = [u for u in unknown if options[u] is not None]
+        if given:
+            raise PMarkValueError(
+                f"setting(s) {', '.join(given)} belong to none of the schemes {','.join(names)}"
+            )
     from pmark_impl.attacks._params import value_key
 
     chain = [NO_ATTACK, *(a for a in attacks if a != NO_ATTACK)]
@@ -278,34 +301,40 @@ def build_runs(
     if len(set(keys)) != len(keys):
         raise PMarkValueError(f"an attack is listed twice: {', '.join(a.label for a in chain)}")
     runs: list[RunSpec] = []
-    for s in sorted(schemes, key=lambda s: s != "none"):
-        n = 1 if s == "none" else (DEFAULT_N[s] if n_candidates is None else n_candidates)
-        ch = b if s in PMARK_SCHEMES else None
-        if s == "online":
-            check_n_candidates(n, b)
-        run_id = "none" if s == "none" else f"{s}-N{n}" + (f"-b{ch}" if ch else "")
-        runs.append(
-            RunSpec(
-                run_id, s, n, ch, () if s == "none" else tuple(chain), settings=_scheme_settings(s, options)
-            )
-        )
+    for s in sorted(schemes, key=lambda s: s != NO_SCHEME):
+        if s == NO_SCHEME:
+            runs.append(RunSpec(NO_SCHEME, NO_SCHEME, 1, None, ()))
+            continue
+        sc = resolved[s]
+        n = sc.default_n if n_candidates is None else n_candidates
+        ch = b if sc.channels else None
+        settings = _scheme_settings(sc, options, n, ch)
+        run_id = f"{sc.name}-N{n}" + (f"-b{ch}" if ch else "")
+        runs.append(RunSpec(run_id, sc.name, n, ch, tuple(chain), settings=settings))
     if grid is not None:
         ns, bs = grid
-        swept = [s for s in schemes if s in PMARK_SCHEMES] or list(PMARK_SCHEMES)
-        bad = [f"N={n}, b={bb}" for n in ns for bb in bs if "online" in swept and n % 2**bb]
-        if bad:
-            raise PMarkValueError(
-                f"--grid: online needs N divisible by 2**b (E6); not so for {'; '.join(bad)}"
-            )
-        index = {r.run_id: i for i, r in enumerate(runs)}
-        for s in swept:
+        swept = [sc for sc in resolved.values() if sc.channels] or [get_scheme(g) for g in GRID_DEFAULT]
+        for sc in swept:
+            bad, first = [], ""
             for n in ns:
                 for bb in bs:
-                    run_id = f"{s}-N{n}-b{bb}"
+                    try:
+                        _scheme_settings(sc, options, n, bb)
+                    except PMarkValueError as exc:
+                        bad.append(f"N={n}, b={bb}")
+                        first = first or str(exc)
+            if bad:
+                raise PMarkValueError(f"--grid: {sc.name}: {first}; not so for {'; '.join(bad)}")
+        index = {r.run_id: i for i, r in enumerate(runs)}
+        for sc in swept:
+            for n in ns:
+                for bb in bs:
+                    run_id = f"{sc.name}-N{n}-b{bb}"
                     if run_id in index:  # the main run is also a grid cell (with its attacks)
                         runs[index[run_id]] = dataclasses.replace(runs[index[run_id]], grid=True)
                         continue
-                    runs.append(RunSpec(run_id, s, n, bb, (NO_ATTACK,), True, _scheme_settings(s, options)))
+                    settings = _scheme_settings(sc, options, n, bb)
+                    runs.append(RunSpec(run_id, sc.name, n, bb, (NO_ATTACK,), True, settings))
                     index[run_id] = len(runs) - 1
     return tuple(runs)
 

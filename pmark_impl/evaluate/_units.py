@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pmark_impl.evaluate._config import EvalConfig, RunSpec, unit_seed
+from pmark_impl.evaluate._config import NO_SCHEME, EvalConfig, RunSpec, unit_seed
 
 __all__ = ["CountingSampler", "EvalContext", "detection_record", "run_unit"]
 
@@ -59,7 +59,8 @@ class EvalContext:
       sampler: the LM sentence sampler (``sample(context, n, generator)``).
       encoder: the sentence encoder of the key.
       oracle: ``(model, tokenizer)`` of the perplexity oracle, or ``None`` (no perplexity).
-      simmark_calibration: SimMark's ``γ`` calibration (needed when a run is ``simmark``).
+      calibrations: scheme name -> its detector calibration (a scheme whose ``calibration.stored_in`` is
+        ``"detector"``, e.g. SimMark's ``γ``).
       model_name: the LM's id for the provenance.
     """
 
@@ -68,7 +69,7 @@ class EvalContext:
     sampler: Any
     encoder: Any
     oracle: tuple[Any, Any] | None = None
-    simmark_calibration: Any = None
+    calibrations: dict[str, Any] = field(default_factory=dict)
     model_name: str | None = None
 
 
@@ -77,44 +78,19 @@ def _score(p: float) -> float:
     return float(-math.log10(max(float(p), 1e-300)))
 
 
-def _pmark_record(result: Any, run: RunSpec) -> dict[str, Any]:
-    stats = result.statistics
-    if run.scheme in ("semstamp", "ksemstamp"):
-        raw = stats["green_count"]["p_value"]
-        bits = [[int(bool(s.green))] for s in result.sentences]
-        null_p = float(stats["green_count"]["gamma"])
-    else:
-        raw = stats["hard"]["p_value"]
-        bits = [[int(c.hard) for c in s.channels] for s in result.sentences]
-        null_p = 0.5
-    width = len(bits[0]) if bits else (run.channels or 1)
-    matches = [int(sum(row[j] for row in bits)) for j in range(width)]
-    return {
+def _record(result: Any, scheme: Any) -> dict[str, Any]:
+    """The unit record of one detection: the verdict's ``p_value``, then the scheme's ``record`` (its
+    ``raw_p_value``, ``matches``, ``totals``, ``null_p``, ``evidence``...), ``score = -log10(raw)``."""
+    rec = scheme.record(result)
+    out = {
         "p_value": float(result.p_value),
-        "raw_p_value": float(raw),
-        "score": _score(raw),
+        "raw_p_value": float(rec["raw_p_value"]),
+        "score": _score(rec["raw_p_value"]),
         "verdict": result.verdict,
-        "n_sentences": int(result.n_sentences),
-        "matches": matches,
-        "totals": [len(bits)] * width,
-        "null_p": null_p,
-        "evidence": bits,
+        "n_sentences": int(rec.get("n_sentences", getattr(result, "n_sentences", 0))),
     }
-
-
-def _simmark_record(det: Any) -> dict[str, Any]:
-    return {
-        "p_value": float(det.p_value),
-        "raw_p_value": float(det.p_value),
-        "score": _score(det.p_value),
-        "verdict": det.verdict,
-        "n_sentences": int(det.n_pairs),
-        "matches": [int(det.hard_count)],
-        "totals": [int(det.n_pairs)],
-        "null_p": None,  # gamma is estimated (E20): no exact binomial prediction
-        "p_value_plug_in": float(det.p_value_plug_in),
-        "evidence": [[round(float(c), 6)] for c in det.cosines],
-    }
+    out.update((k, v) for k, v in rec.items() if k not in out)
+    return out
 
 
 def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: str, seed: int) -> list[dict]:
@@ -127,40 +103,35 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
       per-bit null probability of the exact test, ``None`` for SimMark), the verdict and the evidence.
     """
     from pmark_impl._detect import detect_many
-    from pmark_impl._simmark import detect_simmark
+    from pmark_impl.schemes import get_scheme
 
+    scheme = get_scheme(run.scheme)
     alpha = max(ctx.config.alphas)  # p-values above the largest level are never needed exactly
-    if run.scheme == "simmark":
-        return [
-            _simmark_record(
-                detect_simmark(t, ctx.encoder, ctx.simmark_calibration, prompt=prompt, alpha=alpha)
-            )
-            for t in texts
-        ]
     settings = dict(run.settings)
-    options: dict[str, Any] = {k: settings[k] for k in ("lsh_dim", "n_clusters", "gamma") if k in settings}
+    options = {o.name: settings[o.name] for o in scheme.options if o.detect and o.name in settings}
     results = detect_many(
         ctx.key,
         texts,
         ctx.encoder,
-        mode=run.scheme,
-        sampler=ctx.sampler if run.scheme == "online" else None,
+        scheme=scheme,
+        sampler=ctx.sampler if scheme.detect_needs_lm else None,
         prompt=prompt,
         n_candidates=run.n_candidates,
         alpha=alpha,
         channels=run.channels,
         seed=seed,
         min_sentences=ctx.config.min_sentences,
+        calibration=ctx.calibrations.get(scheme.name),
         **options,
     )
-    return [_pmark_record(r, run) for r in results]
+    return [_record(r, scheme) for r in results]
 
 
 def _generate(ctx: EvalContext, run: RunSpec, prompt: str, seed: int, counter: CountingSampler) -> Any:
     from pmark_impl._watermark import generate
 
     settings = dict(run.settings)
-    if run.scheme == "none":  # one candidate, always output: the LM's own law
+    if run.scheme == NO_SCHEME:  # one candidate, always output: the LM's own law
         mode, n, extra = "offline", 1, {"offline_batch": 1, "channels": 1}
     else:
         mode, n, extra = run.scheme, run.n_candidates, {"channels": run.channels}
@@ -230,7 +201,7 @@ def run_unit(ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = Non
         "perplexity": _perplexity(ctx, doc.prompt, res.text),
     }
     t1 = time.perf_counter()
-    if run.scheme != "none":
+    if run.scheme != NO_SCHEME:
         attacked = []
         for spec in run.attacks:
             if spec.name == "none" or not res.text.strip():

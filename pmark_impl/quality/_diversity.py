@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pmark_impl._steps import embed
+from pmark_impl._context import embed
 from pmark_impl._types import SentenceEncoder
 from pmark_theory._validate import PMarkValueError, check_positive_int
 

@@ -109,3 +109,16 @@ def install_fake_models(monkeypatch, sentences: list[str], dim: int = 32, seed: 
     monkeypatch.setattr(cli, "_load_encoder", load_encoder)
     monkeypatch.setattr(cli, "_load_sampler", load_sampler)
     return calls
+
+
+def cell_function(key, mode: str, lsh_dim: int, n_clusters: int):
+    """``(cell_fn, M)`` of a cell scheme for ``key``, through the scheme's own ``init`` (as generation builds it)."""
+    from pmark_impl.schemes import Setup, get_scheme, resolve_settings
+
+    scheme = get_scheme(mode)
+    size = (
+        {"lsh_dim": lsh_dim} if "lsh_dim" in {o.name for o in scheme.options} else {"n_clusters": n_clusters}
+    )
+    settings = resolve_settings(scheme, size, key=key)
+    state = scheme.init(Setup(key, None, "", 1, 1, settings))
+    return state.cell_fn, state.n_cells

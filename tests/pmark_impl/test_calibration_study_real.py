@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from pmark_impl._calibrate import key_fpr_study
+from pmark_impl._context import embed
 from pmark_impl._corpus import builtin_documents
 from pmark_impl._keys import WatermarkKey
-from pmark_impl._steps import embed
 
 pytestmark = pytest.mark.slow
 

@@ -24,13 +24,14 @@ from pmark_impl._centroids import (
     fit_centroids,
     fit_key_centroids,
 )
+from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint
 from pmark_impl._detect import detect
 from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
-from pmark_impl._steps import cell_function, embed
 from pmark_impl._watermark import generate
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError
+from tests.pmark_impl._impl_fakes import cell_function
 
 DIM = 16
 SENTENCES = universe(120)

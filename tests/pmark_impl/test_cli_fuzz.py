@@ -334,7 +334,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         2,
         "--max-sentences must be <= 10000",
     ),
-    ("mode-unknown", detect_args("--mode", "magic"), 2, "invalid choice: 'magic'"),
+    ("mode-unknown", detect_args("--mode", "magic"), 2, "scheme must be one of"),
     ("test-unknown", detect_args("--test", "exact"), 2, "invalid choice: 'exact'"),
     (
         "encoder-missing-path",

@@ -291,8 +291,8 @@ def test_calibrate_simmark_out_over_its_corpus_is_refused(tmp_path, capsys, call
         (["--test", "per_key"], "needs a calibrated key"),
         (["--test", "resample"], "context-seeded key"),
         (["--mode", "online", "--test", "per_key"], "per_key"),
-        (["--mode", "offline", "--lsh-dim", "2"], "--lsh-dim applies to --mode semstamp"),
-        (["--mode", "semstamp", "--n-clusters", "4"], "--n-clusters applies to --mode ksemstamp"),
+        (["--mode", "offline", "--lsh-dim", "2"], "--lsh-dim applies to --scheme semstamp only"),
+        (["--mode", "semstamp", "--n-clusters", "4"], "--n-clusters applies to --scheme ksemstamp only"),
         (["--mode", "online", "--green-seeding", "cell"], "--green-seeding applies"),
         (["--mode", "simmark", "--test", "hard"], "not to SimMark"),
     ],
@@ -319,9 +319,9 @@ def test_the_checks_leave_no_probe_file_behind(tmp_path, capsys, calls, key_path
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [
-        (["--mode", "offline", "--margin", "0.5"], "margin applies"),
-        (["--mode", "online", "--green-seeding", "cell"], "green_seeding applies"),
-        (["--mode", "offline", "--simmark-low", "0.1"], "--mode simmark only"),
+        (["--mode", "offline", "--margin", "0.5"], "--margin applies to --scheme semstamp and ksemstamp"),
+        (["--mode", "online", "--green-seeding", "cell"], "--green-seeding applies to --scheme semstamp"),
+        (["--mode", "offline", "--simmark-low", "0.1"], "--simmark-low applies to --scheme simmark only"),
     ],
 )
 def test_generate_refuses_flags_of_another_mode_before_the_models(

@@ -188,7 +188,7 @@ def test_online_sampler_answers_are_checked(key, enc):
         (("KEY", "SAMPLER", "ENC", "P."), {"splitter": "x"}, ("splitter must be a callable",)),
         (("KEY", "SAMPLER", "ENC", "P."), {"splitter": lambda t: None}, ("splitter(text) must be a list",)),
         (("KEY", "SAMPLER", "ENC", "P."), {"model_name": 5}, ("model_name must be a string or None",)),
-        (("KEY", "SAMPLER", "ENC", "P."), {"mode": None}, ("mode must be one of",)),
+        (("KEY", "SAMPLER", "ENC", "P."), {"mode": 3}, ("mode must be one of",)),
         (
             ("KEY", "SAMPLER", "ENC", "P."),
             {"mode": "semstamp", "lsh_dim": 31},

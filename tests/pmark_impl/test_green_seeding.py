@@ -16,13 +16,14 @@ import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
-from pmark_impl import _steps, cli
+from pmark_impl import cli
 from pmark_impl._detect import detect, detect_many
 from pmark_impl._keys import WatermarkKey, save_key
 from pmark_impl._provenance import ProvenanceError, load_provenance, provenance_path, save_provenance
-from pmark_impl._steps import cell_function
 from pmark_impl._watermark import generate
+from pmark_impl.schemes import _cells as cell_schemes
 from pmark_theory._validate import PMarkValueError
+from tests.pmark_impl._impl_fakes import cell_function
 
 SENTENCES = universe(60)
 DIM = 16
@@ -110,7 +111,7 @@ def _gumbel_select(key, mask):
 def test_default_is_unchanged(monkeypatch):
     """Same text as before the option existed (hashes from the code before it, same key and seed), with that
     code's draw among the green candidates."""
-    monkeypatch.setattr(_steps, "_select_from_mask", jax.jit(_gumbel_select))
+    monkeypatch.setattr(cell_schemes, "_select_from_mask", jax.jit(_gumbel_select))
     expected = {"semstamp": "6792144cfe97987c", "ksemstamp": "49de6dadbe403b6e"}
     for mode, digest in expected.items():
         kw = dict(mode=mode, n_candidates=4, max_sentences=6, seed=3, lsh_dim=3)
@@ -126,10 +127,10 @@ def test_unknown_value_and_pmark_modes_are_refused():
     with pytest.raises(PMarkValueError, match="green_seeding must be one of position, cell"):
         generate(key, FakeSampler(SENTENCES), encoder, "P.", mode="semstamp", green_seeding="previous")
     with pytest.raises(PMarkValueError, match="green_seeding must be one of"):
-        detect(key, "A. B.", encoder, mode="semstamp", green_seeding=None)
-    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp modes only"):
+        detect(key, "A. B.", encoder, mode="semstamp", green_seeding=3)
+    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp schemes only"):
         generate(key, FakeSampler(SENTENCES), encoder, "P.", mode="offline", green_seeding="cell")
-    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp modes only"):
+    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp schemes only"):
         detect(key, "A. B.", encoder, mode="offline", green_seeding="cell")
 
 

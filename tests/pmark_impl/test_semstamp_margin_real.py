@@ -135,7 +135,7 @@ def test_bad_margins_are_refused(kw, match):
 
 def test_margin_with_a_pmark_mode_is_refused():
     sentences = universe(10)
-    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp modes only"):
+    with pytest.raises(PMarkValueError, match="semstamp and ksemstamp schemes only"):
         generate(_key(), FakeSampler(sentences), FakeEncoder(DIM), "", mode="offline", margin=0.1)
 
 
@@ -170,7 +170,7 @@ def test_cli_margin_passes_through_and_zero_is_the_default(cli_world, capsys):
     assert capsys.readouterr().out == default
     assert cli.main([*base[:-1], "--margin", "0.2", "P."]) == 0
     assert capsys.readouterr().out.strip()
-    assert seen == [0.0, 0.0, 0.2]
+    assert seen == [None, 0.0, 0.2]  # not given: the scheme's default, 0
 
 
 @pytest.mark.parametrize("bad", ["1", "-0.1", "nan", "x"])

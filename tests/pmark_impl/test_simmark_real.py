@@ -397,8 +397,10 @@ def test_argparse_namespace_of_detect_helper_defaults():
 def test_cli_detect_follows_a_simmark_provenance_record(tmp_path, monkeypatch, capsys):
     from pmark_impl import cli
     from pmark_impl._cli_files import CLIError
-    from pmark_impl._cli_simmark import run_detect_simmark, simmark_generate_kwargs
+    from pmark_impl._cli_scheme import cli_settings
+    from pmark_impl._cli_simmark import run_detect_simmark
     from pmark_impl._provenance import provenance_path, save_provenance
+    from pmark_impl.schemes import get_scheme
 
     monkeypatch.setattr(cli, "_load_encoder", lambda name, **kw: _CircleEncoder())
     enc = _CircleEncoder()
@@ -424,11 +426,10 @@ def test_cli_detect_follows_a_simmark_provenance_record(tmp_path, monkeypatch, c
     save_simmark_calibration(calibrate_simmark(enc, docs, 0.1, 0.2), other)
     with pytest.raises(CLIError, match="generated with the SimMark interval"):
         run_detect_simmark(argparse.Namespace(**{**vars(ns), "simmark_calibration": str(other)}))
-    assert simmark_generate_kwargs(
-        argparse.Namespace(mode="simmark", simmark_low=0.1, simmark_high=None)
-    ) == {"simmark_low": 0.1}
-    with pytest.raises(CLIError, match="apply to --mode simmark only"):
-        simmark_generate_kwargs(argparse.Namespace(mode="online", simmark_low=0.1, simmark_high=None))
+    flags = argparse.Namespace(mode="simmark", simmark_low=0.1, simmark_high=None)
+    assert cli_settings(flags, get_scheme("simmark"), defaults=False) == {"simmark_low": 0.1}
+    with pytest.raises(PMarkValueError, match="--simmark-low applies to --scheme simmark only"):
+        cli_settings(flags, get_scheme("online"))
 
 
 def test_wants_simmark_detection(tmp_path):

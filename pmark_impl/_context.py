@@ -1,0 +1,92 @@
+"""The plumbing every scheme and detector shares: the LM context, the per-position generators, checked embeddings.
+
+Kept apart from the schemes and from the generation loop so that both import it (no cycle): the context of a
+position (:func:`context_for`), a seeded ``torch.Generator`` on the sampler's device (:func:`torch_generator`,
+:func:`sampler_device`) and one checked encoder batch (:func:`embed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pmark_impl._api_checks import check_sentences, check_str
+from pmark_theory._validate import PMarkValueError
+
+__all__ = ["context_for", "draw_candidates", "embed", "sampler_device", "torch_generator"]
+
+
+def context_for(prompt: str, sentences: Sequence[str]) -> str:
+    """The LM context of the next sentence: ``prompt`` then the sentences so far, joined with single spaces.
+
+    No space is inserted after a prompt that already ends in whitespace (e.g. a newline).
+    """
+    check_str("prompt", prompt)
+    body = " ".join(check_sentences(sentences))
+    if not body:
+        return prompt
+    if not prompt:
+        return body
+    sep = "" if prompt[-1].isspace() else " "
+    return prompt + sep + body
+
+
+def torch_generator(seed: int, device: Any = None) -> Any:
+    """A ``torch.Generator`` on ``device`` (default CPU) seeded with ``seed`` (torch is imported lazily).
+
+    ``torch.multinomial`` needs the generator on the device of the probabilities, i.e. the model's device
+    (:func:`sampler_device`). The same seed on the same device gives the same stream; CPU and CUDA streams differ.
+    """
+    import torch
+
+    return torch.Generator(device="cpu" if device is None else device).manual_seed(int(seed))
+
+
+def sampler_device(sampler: Any) -> Any:
+    """The torch device a sampler draws on: ``sampler.device``, else ``sampler.model.device``, else ``None`` (CPU).
+
+    Fake samplers without a model (tests) get ``None``, hence CPU generators.
+    """
+    device = getattr(sampler, "device", None)
+    if device is None:
+        device = getattr(getattr(sampler, "model", None), "device", None)
+    return device
+
+
+def embed(encoder: Any, texts: Sequence[str], dim: int) -> np.ndarray:
+    """``encoder.encode(texts)`` checked to be finite float64 ``[n, dim]`` (one encoder batch).
+
+    Args:
+      encoder: ``encode(texts) -> [n, d]``.
+      texts: the ``n`` texts.
+      dim: the key's dimension ``d``.
+
+    Returns:
+      float64 ``[n, dim]``.
+
+    Raises:
+      PMarkValueError: not an array of numbers, a shape other than ``[n, dim]``, or NaN / infinite entries.
+    """
+    try:
+        e = np.asarray(encoder.encode(list(texts)), dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise PMarkValueError(
+            f"encoder {getattr(encoder, 'name', '?')!r} must return an [n, d] array of numbers ({exc})"
+        ) from None
+    if e.shape != (len(texts), dim):
+        raise PMarkValueError(
+            f"encoder {getattr(encoder, 'name', '?')!r} returned embeddings of shape {e.shape}, "
+            f"expected [{len(texts)}, {dim}] (the key's dimension)"
+        )
+    if not np.all(np.isfinite(e)):
+        raise PMarkValueError("encoder returned NaN or infinite embeddings")
+    return e
+
+
+def draw_candidates(sampler: Any, context: str, n: int, generator: Any) -> list[Any]:
+    """``sampler.sample(context, n, generator)``, checked to be ``n`` candidates of one sentence each."""
+    from pmark_impl._api_checks import check_candidates
+
+    return check_candidates(sampler.sample(context, n, generator), n, generation=True)

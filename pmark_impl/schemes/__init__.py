@@ -1,0 +1,40 @@
+"""Sentence-level watermarking schemes on the real model, one module each, behind one interface (issue 25).
+
+* :class:`Scheme` — the interface (:mod:`pmark_impl.schemes._base`): settings, per-text state, one step, the
+  detector, the evaluation record, the calibration it declares.
+* :func:`get_scheme` — find a scheme by name (built-in or installed plug-in) or ``module:attribute``
+  (registered with ``@plugin("scheme")``); :func:`scheme_names`, :func:`available_schemes` list them.
+* Built-ins: :mod:`~pmark_impl.schemes.online`, :mod:`~pmark_impl.schemes.offline` (PMark),
+  :mod:`~pmark_impl.schemes.semstamp`, the centroid variant, :mod:`~pmark_impl.schemes.simmark`.
+
+``docs/architecture.md`` ("Add a scheme") walks through ``examples/threshold_scheme.py``, a scheme outside the
+package that runs through every command.
+"""
+
+from pmark_impl.schemes._base import (
+    DetectRequest,
+    Draw,
+    Option,
+    Scheme,
+    SchemeCalibration,
+    Setup,
+    StepOutput,
+)
+from pmark_impl.schemes._registry import BUILTIN_SCHEMES, available_schemes, get_scheme, scheme_names
+from pmark_impl.schemes._settings import recorded_settings, resolve_settings
+
+__all__ = [
+    "BUILTIN_SCHEMES",
+    "DetectRequest",
+    "Draw",
+    "Option",
+    "Scheme",
+    "SchemeCalibration",
+    "Setup",
+    "StepOutput",
+    "available_schemes",
+    "get_scheme",
+    "recorded_settings",
+    "resolve_settings",
+    "scheme_names",
+]

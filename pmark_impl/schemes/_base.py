@@ -1,0 +1,212 @@
+"""The :class:`Scheme` interface: one sentence-level watermark on the real model, as a record of pure-ish parts.
+
+In the style of optax's ``GradientTransformation`` and blackjax's ``SamplingAlgorithm`` (and of
+:class:`pmark_theory.SelectionRule`, its simulator twin), a scheme is a :class:`typing.NamedTuple` of functions;
+the code that drives schemes (:func:`pmark_impl.generate`, :func:`pmark_impl.detect`, provenance, ``pmark
+evaluate``, the CLI) calls these parts and never asks which scheme it drives.
+
+Generation of one text (:func:`pmark_impl._watermark.generate`) is, for every position ``t``::
+
+    state = scheme.init(setup)                                   # per-text state (previous cell, centre, ...)
+    out = scheme.step(rng, setup, state, draw)                  # candidates -> StepOutput (chosen index, ...)
+    state = scheme.update(setup, state, kept_sentence)           # after the kept sentence
+
+where ``draw`` gives the LM context and the position's ``torch.Generator`` (``draw.sample(n)`` draws ``n`` candidates)
+and ``rng`` is the position's JAX key; both are derived from the key and seed by the loop, so a scheme never seeds
+anything itself. Detection calls ``scheme.detect(request)`` once for a batch of texts. A scheme's settings are
+declared as :class:`Option` s (checked one by one, then together by ``scheme.check``), recorded in the provenance
+record and read back from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DetectRequest",
+    "Draw",
+    "Option",
+    "Scheme",
+    "SchemeCalibration",
+    "Setup",
+    "StepOutput",
+]
+
+
+class StepOutput(NamedTuple):
+    """What one step returns (the fields of :class:`pmark_impl._types.StepInfo` it decides).
+
+    Attributes:
+      candidates: every candidate drawn at this position, in draw order (``.text``, ``.n_tokens``, ``.outcome``).
+      chosen: index of the output among ``candidates``.
+      selectable: indices the output was drawn from uniformly.
+      matches: the output's match count (PMark), or ``None``.
+      trials: batches drawn (schemes with retries), else 1.
+      fallback: no valid candidate within the retries: a uniform fallback was output.
+    """
+
+    candidates: list[Any]
+    chosen: int
+    selectable: tuple[int, ...]
+    matches: int | None = None
+    trials: int = 1
+    fallback: bool = False
+
+
+class Option(NamedTuple):
+    """One setting of a scheme.
+
+    Attributes:
+      name: the keyword of :func:`pmark_impl.generate` / :func:`pmark_impl.detect` and the key of the provenance
+        record's ``settings``; the CLI flag is ``--`` + the name with ``-`` for ``_`` (``--set NAME=VALUE``
+        for a plug-in scheme's own option).
+      default: its value when not given (``None``: resolved by ``Scheme.check``, e.g. from the key).
+      check: ``value -> value`` checked and normalised (raises ``PMarkValueError`` with one line).
+      help: one line for ``pmark schemes``.
+      detect: detection needs it and it must match generation (read back from the provenance record).
+      recorded_default: for an option added after records were written: the value its absence in an older
+        record means (``None``: every record has it).
+      cli_default: ``pmark generate``'s default when it differs from ``default`` (``None``: the same), e.g. a
+        batch size measured fastest on the default model.
+    """
+
+    name: str
+    default: Any
+    check: Callable[[Any], Any]
+    help: str
+    detect: bool = False
+    recorded_default: Any = None
+    cli_default: Any = None
+
+
+class SchemeCalibration(NamedTuple):
+    """A per-key or per-detector calibration that a scheme declares.
+
+    Attributes:
+      name: what is calibrated (``"centring"``, ``"gamma"``).
+      stored_in: ``"key"`` (the calibrated key file carries it: ``pmark calibrate``) or ``"detector"`` (a file
+        detection reads beside the key: ``DetectRequest.calibration``).
+      command: the command that makes it.
+      fit: ``fit(encoder, documents, settings) -> calibration`` for ``"detector"`` calibrations (``pmark
+        evaluate`` fits one on the built-in corpus with the run's settings when none is given), else ``None``.
+      load: ``load(path) -> calibration`` for ``"detector"`` calibrations, else ``None``.
+    """
+
+    name: str
+    stored_in: str
+    command: str
+    fit: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any] | None = None
+    load: Callable[[str], Any] | None = None
+
+
+class Setup(NamedTuple):
+    """Everything a scheme's parts know about the text being generated (fixed for the whole text).
+
+    Attributes:
+      key: the watermark key (:class:`pmark_impl.WatermarkKey`).
+      encoder: the sentence encoder (``dim == key.dim``).
+      prompt: the prompt (not part of the output).
+      n_candidates: ``N``.
+      channels: ``b`` (the first ``b`` of the key's channels).
+      settings: the scheme's checked settings (those it records in the provenance record).
+      splitter: the sentence splitter, or ``None`` (the default one).
+    """
+
+    key: Any
+    encoder: Any
+    prompt: str
+    n_candidates: int
+    channels: int
+    settings: Mapping[str, Any]
+    splitter: Callable[[str], list[str]] | None = None
+
+
+class Draw(NamedTuple):
+    """The sampling side of one position: the LM context and the position's own ``torch.Generator``.
+
+    Attributes:
+      position: ``t`` (0 = the first sentence after the prompt).
+      context: the LM context (prompt and the sentences kept so far).
+      sampler: the sentence sampler.
+      generator: the position's ``torch.Generator`` (derived from the key, seed and ``t``).
+    """
+
+    position: int
+    context: str
+    sampler: Any
+    generator: Any
+
+
+class DetectRequest(NamedTuple):
+    """A batch of texts to test with one key and one set of options (:func:`pmark_impl.detect_many`).
+
+    Attributes:
+      key: the key; encoder: the key's encoder.
+      sentences: each text's sentences (split, stripped, non-empty, within the size budget).
+      prompt: the prompt the texts continue.
+      settings: the scheme's detection settings (its :class:`Option` s with ``detect=True``), checked.
+      options: the common options, checked: ``alpha``, ``delta``, ``K``, ``test``, ``channels`` (``b``),
+        ``seed``, ``min_sentences``, ``soft_resolution``, ``n_candidates``, ``sampler``, ``splitter``.
+      calibration: the scheme's detector calibration (``SchemeCalibration.stored_in == "detector"``) or ``None``.
+      progress: ``progress(k)`` after ``k`` more sentences are processed, or ``None``.
+    """
+
+    key: Any
+    encoder: Any
+    sentences: list[list[str]]
+    prompt: str
+    settings: Mapping[str, Any]
+    options: Mapping[str, Any]
+    calibration: Any = None
+    progress: Callable[[int], None] | None = None
+
+
+def _no_state(setup: Setup) -> None:
+    return None
+
+
+def _same_state(setup: Setup, state: Any, text: str) -> Any:
+    return state
+
+
+class Scheme(NamedTuple):
+    """A sentence-level watermark on the real model (module docstring).
+
+    Attributes:
+      name: the registry name (``pmark generate --scheme NAME``, the provenance record's ``mode``).
+      summary: one line for ``pmark schemes``.
+      step: ``step(rng, setup, state, draw) -> StepOutput``: draw candidates with ``draw.sample``-like calls
+        (``draw.sampler.sample(draw.context, n, draw.generator)``), embed them, apply the ``pmark_theory`` rule.
+      detect: ``detect(request) -> list of results`` (each with ``.p_value``, ``.verdict``, ``.to_dict()``), or
+        ``None`` for a scheme without a detector.
+      options: the scheme's settings.
+      check: ``check(settings, key, n_candidates, channels) -> settings``: the cross-option rules (a green size
+        within ``1..M-1``, ``N % 2**b == 0``, ...) and the values that depend on the key; the result is recorded.
+        ``key=None``: no key at hand (a provenance record being read): resolve nothing that needs it;
+        ``n_candidates = 0``: ``N`` is not the generation's (detection): skip the rules on ``N`` and ``b``.
+      init: ``init(setup) -> state``, the per-text state before position 0.
+      update: ``update(setup, state, sentence) -> state`` after each kept (non-empty) sentence.
+      record: ``record(result) -> dict`` for ``pmark evaluate``: ``raw_p_value``, ``matches``, ``totals``,
+        ``null_p``, ``evidence`` (and anything else to keep beside them).
+      calibration: what the scheme calibrates, or ``None``.
+      default_n: ``N`` when none is given (``pmark generate``).
+      keyed: the watermark depends on the key (SimMark's does not: E20).
+      channels: the scheme uses the key's ``b`` channels (recorded as the run's ``b``).
+      detect_needs_lm: detection resamples candidates with the LM (``DetectRequest.options["sampler"]``).
+    """
+
+    name: str
+    summary: str
+    step: Callable[[Any, Setup, Any, Draw], StepOutput]
+    detect: Callable[[DetectRequest], list[Any]] | None
+    options: tuple[Option, ...] = ()
+    check: Callable[[dict[str, Any], Any, int, int], dict[str, Any]] | None = None
+    init: Callable[[Setup], Any] = _no_state
+    update: Callable[[Setup, Any, str], Any] = _same_state
+    record: Callable[[Any], dict[str, Any]] | None = None
+    calibration: SchemeCalibration | None = None
+    default_n: int = 16
+    keyed: bool = True
+    channels: bool = False
+    detect_needs_lm: bool = False

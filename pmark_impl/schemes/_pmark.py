@@ -1,0 +1,148 @@
+"""What online and offline PMark share: the per-text state, the step's bits and centre, detection, the record.
+
+Per text the state is the tuple of the kept sentences' embeddings when the key needs them (a context centre, K1,
+or context seeds, Z1), else empty. At position ``t`` the bits are ``key.step_bits(t, previous, b)`` and the
+proxy centre ``c_t`` is :func:`pmark_theory.step_centre` of the previous embeddings. Detection computes the
+centred proxies of every sentence, the reference medians (0 offline; online the HD median of ``N`` fresh
+candidates, E14) and the bits, then :func:`pmark_impl._detect_stats.pmark_results` (X3, X4, K1, Z3).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from pmark_impl._calibration import centred_text_proxies
+from pmark_impl._context import embed
+from pmark_impl._detect_stats import pmark_results
+from pmark_impl._detect_work import embed_reporting, online_medians
+from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
+from pmark_theory._centring import centred_proxies, step_centre
+
+__all__ = [
+    "CENTRING",
+    "bits_and_centre",
+    "count_record",
+    "detect",
+    "init",
+    "proxies",
+    "record",
+    "selectable",
+    "update",
+]
+
+#: PMark's per-key calibration: the proxy centre stored in a calibrated key (K1).
+CENTRING = SchemeCalibration("centring", "key", "pmark calibrate KEY --out CALIBRATED_KEY")
+
+
+def init(setup: Setup) -> tuple[np.ndarray, ...]:
+    """No sentence kept yet."""
+    return ()
+
+
+def update(setup: Setup, state: tuple[np.ndarray, ...], text: str) -> tuple[np.ndarray, ...]:
+    """Keep the sentence's embedding (in the normal form detection embeds) when the key's centre or seeds need it."""
+    key = setup.key
+    if "context" in (key.centring, key.seeding):
+        return (*state, embed(setup.encoder, [text], key.dim)[0])
+    return state
+
+
+def bits_and_centre(
+    setup: Setup, state: tuple[np.ndarray, ...], t: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The key's bits ``r_(t, ·)`` ``[b]`` (positional or context seeds, Z1) and the proxy centre ``c_t`` (K1)."""
+    key = setup.key
+    chosen = list(state)
+    bits = key.step_bits(t, np.asarray(chosen).reshape(-1, key.dim), setup.channels)
+    centre = None if key.centring == "none" else np.asarray(step_centre(key.centring, chosen, key.centre))
+    return bits, centre
+
+
+def detect(request: DetectRequest, *, online: bool) -> list[Any]:
+    """PMark detection of a batch of texts (module docstring); ``online``: medians resampled with the LM."""
+    key, encoder, split, opts = request.key, request.encoder, request.sentences, request.options
+    b = opts["channels"]
+    lengths = [len(s) for s in split]
+    bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    flat = [s for sentences in split for s in sentences]
+    emb = embed_reporting(encoder, flat, key.dim, None if online else request.progress)
+    v = key.pivots()[:b]
+    f = np.concatenate(
+        [
+            centred_text_proxies(v, emb[lo:hi], key.centring, key.centre)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
+    )  # [ΣT, b]
+    if online:
+        n, seed, sampler = opts["n_candidates"], opts["seed"], opts["sampler"]
+        m = np.concatenate(
+            [
+                online_medians(
+                    sampler, encoder, request.prompt, s, v, n, seed, request.progress, key, emb[lo:hi]
+                )
+                if s
+                else np.zeros((0, b))
+                for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
+            ]
+        )
+    else:
+        m = np.zeros_like(f)
+    key_bits = key.bits_matrix(max(lengths, default=0))[:, :b]  # r_(t, ·) depends on the position t only
+    if key.seeding == "position":
+        bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
+    else:  # context seeds (Z1): the bits of sentence t come from the text's previous sentences
+        bits = np.concatenate([key.text_bits(emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)])
+    return pmark_results(
+        key,
+        split,
+        bounds,
+        emb,
+        f,
+        m,
+        bits,
+        key_bits,
+        mode="online" if online else "offline",
+        test=opts["test"],
+        b=b,
+        alpha=opts["alpha"],
+        delta=opts["delta"],
+        K=opts["K"],
+        seed=opts["seed"],
+        n_candidates=opts["n_candidates"],
+        min_sentences=opts["min_sentences"],
+        soft_resolution=opts["soft_resolution"],
+        base=dict(opts["base"]),
+    )
+
+
+def record(result: Any) -> dict[str, Any]:
+    """The evaluation record of a PMark detection: the hard matches per channel, null ½ per bit (X3)."""
+    bits = [[int(c.hard) for c in s.channels] for s in result.sentences]
+    return count_record(
+        float(result.statistics["hard"]["p_value"]), bits, 0.5, int(result.settings["n_channels"])
+    )
+
+
+def count_record(raw_p: float, bits: list[list[int]], null_p: float, width: int) -> dict[str, Any]:
+    """``raw_p_value``, per-column ``matches`` / ``totals``, ``null_p`` and the ``evidence`` rows of a count test."""
+    width = len(bits[0]) if bits else width
+    return {
+        "raw_p_value": raw_p,
+        "matches": [int(sum(row[j] for row in bits)) for j in range(width)],
+        "totals": [len(bits)] * width,
+        "null_p": null_p,
+        "evidence": bits,
+    }
+
+
+def proxies(v: np.ndarray, emb: np.ndarray, centre: np.ndarray | None) -> np.ndarray:
+    """``F = (E − c_t) V^T`` by the shared rule (K1); uncentred ``E V^T`` when ``centre`` is ``None``."""
+    return emb @ v.T if centre is None else np.asarray(centred_proxies(v, emb, centre))
+
+
+def selectable(mask: Any) -> tuple[int, ...]:
+    """The indices of a candidate mask."""
+    return tuple(int(i) for i in np.flatnonzero(np.asarray(mask)))

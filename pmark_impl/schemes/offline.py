@@ -1,0 +1,124 @@
+"""Offline PMark (E7, law X2): batches of candidates until the first perfect match count ``h = b``.
+
+The output is uniform over the maximal-``h`` candidates drawn so far: the first batch with a perfect match gives
+its perfect candidates, else the argmax over all ``N`` — the law of the argmax over ``N`` iid candidates with a
+uniform tie-break (E7). Detection compares each proxy with 0 (no LM needed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pmark_impl._context import draw_candidates, embed
+from pmark_impl._limits import check_limit
+from pmark_impl.schemes import _pmark
+from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
+from pmark_theory._rules import RULES, offline_scores, select_from_mask
+
+__all__ = ["SCHEME", "offline_step"]
+
+
+@jax.jit
+def _offline_choice(
+    rng: jax.Array, proxies: jax.Array, bits: jax.Array, drawn: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    # RULES["offline"].mask over the candidates drawn so far (E7). ``proxies`` is padded to [N, b] with rows of
+    # match count 0 (``drawn`` marks the real rows), so one compiled function serves every stopping time: real
+    # scores are >= 0, hence the argmax set restricted to the real rows is exactly the rule's mask on them.
+    _, k_choice = jax.random.split(rng)
+    mask = RULES["offline"].mask(proxies, bits, None) & drawn
+    return select_from_mask(k_choice, mask), mask, offline_scores(proxies, bits)
+
+
+_max_score = jax.jit(lambda proxies, bits: jnp.max(offline_scores(proxies, bits)))
+
+
+def offline_step(
+    rng: jax.Array,
+    sampler: Any,
+    encoder: Any,
+    context: str,
+    gen: Any,
+    v: np.ndarray,
+    bits: np.ndarray,
+    n: int,
+    batch: int,
+    centre: np.ndarray | None = None,
+) -> StepOutput:
+    """Offline PMark (E7, law X2): batches of ``batch``, stop at the first perfect match count ``h = b``.
+
+    Args:
+      rng, sampler, encoder, context, gen, v, bits: as :func:`pmark_impl.schemes.online.online_step`.
+      n: ``N``, the most candidates drawn.
+      batch: candidates per sampler call.
+      centre: as :func:`pmark_impl.schemes.online.online_step`.
+
+    Returns:
+      :class:`StepOutput`; ``matches`` is the output's match count ``h_r``.
+    """
+    b = v.shape[0]
+    cands: list[Any] = []
+    blocks: list[np.ndarray] = []
+    while len(cands) < n:
+        m = min(batch, n - len(cands))
+        new = draw_candidates(sampler, context, m, gen)
+        cands += new
+        blocks.append(_pmark.proxies(v, embed(encoder, [c.text for c in new], v.shape[1]), centre))
+        if int(_max_score(jnp.asarray(blocks[-1]), jnp.asarray(bits))) == b:
+            break
+    proxies = np.concatenate(blocks)
+    m = proxies.shape[0]
+    pad = np.where(np.asarray(bits) == 1, -1.0, 1.0)  # Sig_j(pad) != r_j on every channel: h = 0
+    proxies = np.vstack([proxies, np.tile(pad, (n - m, 1))])
+    chosen, mask, scores = _offline_choice(
+        rng, jnp.asarray(proxies), jnp.asarray(bits), jnp.asarray(np.arange(n) < m)
+    )
+    return StepOutput(cands, int(chosen), _pmark.selectable(mask), int(scores[chosen]), 1, False)
+
+
+def _step(rng: jax.Array, setup: Setup, state: Any, draw: Draw) -> StepOutput:
+    bits, centre = _pmark.bits_and_centre(setup, state, draw.position)
+    v = setup.key.pivots()[: setup.channels]
+    return offline_step(
+        rng,
+        draw.sampler,
+        setup.encoder,
+        draw.context,
+        draw.generator,
+        v,
+        bits,
+        setup.n_candidates,
+        setup.settings["offline_batch"],
+        centre,
+    )
+
+
+def _detect(request: DetectRequest) -> list[Any]:
+    return _pmark.detect(request, online=False)
+
+
+SCHEME = Scheme(
+    name="offline",
+    summary="PMark offline: batches until the first perfect match count h = b, else the argmax of h over N (E7, X2)",
+    step=_step,
+    detect=_detect,
+    options=(
+        Option(
+            "offline_batch",
+            4,
+            lambda v: check_limit("offline_batch", v),
+            "candidates per sampler call; the draw stops at the first batch holding a perfect match",
+            cli_default=16,  # pmark generate: the fastest per sentence measured on SmolLM2
+        ),
+    ),
+    init=_pmark.init,
+    update=_pmark.update,
+    record=_pmark.record,
+    calibration=_pmark.CENTRING,
+    default_n=64,
+    channels=True,
+)
