@@ -43,8 +43,8 @@ case "$cmd" in
     fi
     exit "$rc" ;;
   test)
-    "$VENV/bin/ruff" check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
-    "$VENV/bin/ruff" format --check pmark_theory simulations proofs_checks pmark_impl tests benchmarks
+    "$VENV/bin/ruff" check pmark_theory simulations proofs_checks pmark_impl tests benchmarks examples
+    "$VENV/bin/ruff" format --check pmark_theory simulations proofs_checks pmark_impl tests benchmarks examples
     exec "$VENV/bin/python" -m pytest -x -q "$@" ;;
   evaluate)
     rc=0

@@ -69,7 +69,7 @@ def _route(key, sampler, encoder, mode: str, prompts, sentences: int) -> dict:
             mode=mode,
             n_candidates=N,
             channels=CHANNELS,
-            offline_batch=OFFLINE_BATCH,
+            **({"offline_batch": OFFLINE_BATCH} if mode == "offline" else {}),  # that scheme's own setting
             max_sentences=sentences,
             seed=unit_seed(0, mode, doc.doc_id),
         )

@@ -100,7 +100,7 @@ def _generation(key, sampler, encoder, mode: str, n: int, sentences: int) -> dic
         n_candidates=n,
         max_sentences=sentences,
         seed=0,
-        offline_batch=OFFLINE_BATCH,
+        **({"offline_batch": OFFLINE_BATCH} if mode == "offline" else {}),  # that scheme's own setting
         progress=progress,
     )
     rows, prev = [], (t0, 0, 0)

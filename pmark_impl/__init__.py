@@ -16,7 +16,8 @@ from pmark_impl._detect import (
     SentenceEvidence,
     detect,
 )
-from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import KeyFileError, WatermarkKey
 from pmark_impl._types import GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
 from pmark_impl._watermark import MODES, context_for, generate
 
@@ -44,6 +45,9 @@ _LAZY = {
     "repetition_n": "pmark_impl.quality",
     "semantic_similarity": "pmark_impl.quality",
     "detect_many": "pmark_impl._detect",
+    "Scheme": "pmark_impl.schemes",
+    "get_scheme": "pmark_impl.schemes",
+    "scheme_names": "pmark_impl.schemes",
     "KeyCalibration": "pmark_impl._calibration",
     "calibrate_key": "pmark_impl._calibrate",
     "key_fpr_study": "pmark_impl._calibrate",

@@ -22,7 +22,6 @@ __all__ = [
     "check_callable",
     "check_candidates",
     "check_encoder",
-    "check_key",
     "check_number",
     "check_sampler",
     "check_seed",
@@ -47,18 +46,6 @@ def describe(x: Any) -> str:
 
 def _fail(name: str, expected: str, x: Any, hint: str = "") -> PMarkValueError:
     return PMarkValueError(f"{name} must be {expected}, got {describe(x)}{hint}")
-
-
-def check_key(key: Any, name: str = "key") -> Any:
-    """``key`` if it is a :class:`pmark_impl.WatermarkKey` (a path is refused with how to load it)."""
-    from pmark_impl._keys import WatermarkKey
-
-    if isinstance(key, WatermarkKey):
-        return key
-    hint = " (load a key file with pmark_impl.load_key(path))" if isinstance(key, (str, bytes)) else ""
-    if hasattr(key, "__fspath__"):
-        hint = " (load a key file with pmark_impl.load_key(path))"
-    raise _fail(name, "a WatermarkKey", key, hint)
 
 
 def check_encoder(encoder: Any, dim: int | None = None, key_encoder: str | None = None) -> Any:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pmark_impl._api_checks import check_callable, check_encoder, check_key
+from pmark_impl._api_checks import check_callable, check_encoder
 from pmark_impl._calibration import (
     DEFAULT_CENTRING,
     DEFAULT_CONFIDENCE,
@@ -39,7 +39,7 @@ from pmark_impl._calibration import (
 from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
 from pmark_impl._detect_stats import per_key_soft_statistics
-from pmark_impl._keys import WatermarkKey
+from pmark_impl._keys import WatermarkKey, check_key
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
     hard_count_pvalue,

@@ -355,15 +355,3 @@ def band_sign_counts(
             tot[j] += np.bincount(bands[:, j], minlength=n_bands)
             pos[j] += np.bincount(bands[:, j], weights=f[:, j] > 0, minlength=n_bands).astype(np.int64)
     return pos, tot
-
-
-#: Names that moved to :mod:`pmark_impl._detect_tests` (which test a detection runs), still importable from here.
-_MOVED = ("PMARK_TESTS", "per_key_statistics", "resolve_test")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        from pmark_impl import _detect_tests
-
-        return getattr(_detect_tests, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

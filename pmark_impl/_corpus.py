@@ -223,7 +223,7 @@ def _text_id(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _lines(text: str) -> list[str]:
+def text_lines(text: str) -> list[str]:
     """Lines split at ``\\n``, ``\\r\\n`` or ``\\r`` only (JSON strings may hold a raw U+2028, which ``splitlines`` cuts)."""
     return _NEWLINE.split(text)
 
@@ -235,7 +235,7 @@ def jsonl_objects(text: str, label: str) -> Iterator[tuple[int, dict]]:
       UserFileError: a line that is not JSON, nested too deeply, repeats a member name, holds ``NaN`` or
         ``Infinity``, or is not a JSON object (one line, with its number).
     """
-    for lineno, line in enumerate(_lines(text), start=1):
+    for lineno, line in enumerate(text_lines(text), start=1):
         if not line.strip():
             continue
         try:  # strict: a repeated member ({"text": "a", "text": "b"}) or NaN/Infinity is refused
@@ -277,7 +277,7 @@ def _jsonl_raw(text: str, name: str, field: str) -> list[tuple[str, str]]:
 def _plain_raw(text: str) -> list[tuple[str, str]]:
     blocks: list[str] = []
     current: list[str] = []
-    for line in _lines(text):
+    for line in text_lines(text):
         if line.strip():
             current.append(line)
         elif current:

@@ -48,7 +48,6 @@ from typing import Any
 from pmark_impl._api_checks import (
     check_callable,
     check_encoder,
-    check_key,
     check_number,
     check_sampler,
     check_seed,
@@ -66,7 +65,7 @@ from pmark_impl._detect_result import (
     DetectionResult,
     SentenceEvidence,
 )
-from pmark_impl._detect_stats import _ADAPTIVE
+from pmark_impl._detect_stats import ADAPTIVE_RESOLUTION
 from pmark_impl._detect_tests import resolve_test
 from pmark_impl._detect_work import (
     MAX_ONLINE_CANDIDATES,
@@ -74,7 +73,7 @@ from pmark_impl._detect_work import (
     MAX_TEXT_SENTENCES,
     split_within_budget,
 )
-from pmark_impl._keys import WatermarkKey
+from pmark_impl._keys import WatermarkKey, check_key
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_impl._watermark import resolve_channels, resolve_scheme
 from pmark_impl.schemes import BUILTIN_SCHEMES, DetectRequest, get_scheme, resolve_settings
@@ -306,7 +305,7 @@ def _detect_texts(
     if soft_resolution is not None:
         soft_resolution = check_positive_int("soft_resolution", soft_resolution)
     elif test in ("soft", "soft_per_key"):
-        soft_resolution = _ADAPTIVE
+        soft_resolution = ADAPTIVE_RESOLUTION
     b = resolve_channels(key, o["channels"])
     check_encoder(encoder, key.dim, key.encoder)
     sampler, n_candidates = o["sampler"], o["n_candidates"]

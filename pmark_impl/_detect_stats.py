@@ -46,7 +46,7 @@ __all__ = [
 #: lattice is refined from 2^8 only until the proven interval is within 10% or 1e-6, X4).
 DEFAULT_SOFT_RESOLUTION = 2**14
 #: ``soft_resolution`` value standing for "refine the lattice as needed" (internal).
-_ADAPTIVE = 0
+ADAPTIVE_RESOLUTION = 0
 #: ``statistics["soft"]["note"]`` when the calibrated soft p-value was not asked for (it is then ``None``).
 SOFT_NOT_COMPUTED = (
     "not computed: the calibrated soft p-value is computed for test='soft' or when soft_resolution is given"
@@ -125,7 +125,7 @@ def _pmark_statistics(n_green, n_bits, p_hard, z_hard, soft, a, soft_resolution)
     elif not n_bits:
         soft_stats.update(p_value=1.0, p_value_bounds=[1.0, 1.0], resolution=None, calibrated=True)
     else:
-        fixed = None if soft_resolution == _ADAPTIVE else soft_resolution
+        fixed = None if soft_resolution == ADAPTIVE_RESOLUTION else soft_resolution
         iv = calibrated_soft_pvalue_interval(
             n_soft, a.ravel(), resolution=fixed, max_resolution=DEFAULT_SOFT_RESOLUTION
         )

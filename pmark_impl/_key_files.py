@@ -15,17 +15,31 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pmark_impl._calibration import calibration_from_json
 from pmark_impl._centroids import centroids_from_json
+from pmark_impl._key_fields import (
+    KEY_FORMAT,
+    KEY_VERSION,
+    KEY_VERSIONS,
+    MAX_ENCODER_NAME,
+    MAX_KEY_CHANNELS,
+    MAX_KEY_DIM,
+    MAX_SEED_WINDOW,
+    SECRET_BYTES,
+    SEEDINGS,
+    KeyFileError,
+    check_encoder_name,
+    check_key_shape,
+    check_seeding,
+    shown,
+)
+from pmark_impl._keys import WatermarkKey
 from pmark_impl._user_json import parse_user_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
-from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
-
-if TYPE_CHECKING:
-    from pmark_impl._keys import WatermarkKey
+from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = [
     "KEY_FORMAT",
@@ -46,88 +60,9 @@ __all__ = [
     "save_key",
 ]
 
-KEY_FORMAT = "pmark-key"
-KEY_VERSION = 2
-#: Versions this pmark reads (1: no calibration).
-KEY_VERSIONS = (1, 2)
-SECRET_BYTES = 32
 #: Key files are small (a calibrated key holds a ``d``-vector: ~25 bytes per entry); anything larger is not a key
 #: file (guards against reading a huge file by mistake).
 _MAX_KEY_FILE_BYTES = 1 << 21
-#: Bounds of a key *file* (:func:`check_key_shape`): encoder dimension ``d`` and channels ``b``.
-MAX_KEY_DIM = 1 << 16
-MAX_KEY_CHANNELS = 64
-#: The longest encoder name a key records (:func:`check_encoder_name`).
-MAX_ENCODER_NAME = 1024
-#: Where a key's bits come from (:func:`check_seeding`), and the longest context-seeding window.
-SEEDINGS = ("position", "context")
-MAX_SEED_WINDOW = 64
-
-
-class KeyFileError(PMarkValueError):
-    """A key file is missing, unreadable, corrupt, of another format/version, or does not fit the encoder."""
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The rules of a key's fields: ONE function per field, applied by the constructor (``WatermarkKey``), by
-# ``save_key`` and by ``load_key`` alike, so that what is written is what is read back.
-# --------------------------------------------------------------------------------------------------------------
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
-
-
-def check_encoder_name(name: Any) -> str:
-    """The encoder name a key records: a non-empty printable string of at most 1024 characters.
-
-    Printable as ``str.isprintable``: no newline, tab, control or format character, no lone surrogate and no
-    separator but the ASCII space. One rule for keys made in memory, written and read.
-
-    Raises:
-      PMarkValueError: anything else (the message shows the start of the name).
-    """
-    if not isinstance(name, str) or not name or len(name) > MAX_ENCODER_NAME or not name.isprintable():
-        got = _shown(name) if isinstance(name, str) else type(name).__name__
-        raise PMarkValueError(
-            f"encoder must be a non-empty printable string of at most {MAX_ENCODER_NAME} characters (the "
-            f"encoder's name: no newline, tab or other control character), got {got}"
-        )
-    return name
-
-
-def check_seeding(mode: Any, window: Any) -> tuple[str, int]:
-    """A key's seeding mode (``"position"`` or ``"context"``) and context window ``w`` in ``1..64``.
-
-    Raises:
-      PMarkValueError: another mode, or a window that is not an integer in ``1..64`` (bools refused).
-    """
-    if not isinstance(mode, str) or mode not in SEEDINGS:
-        raise PMarkValueError(f"seeding must be 'position' or 'context', got {_shown(mode)}")
-    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_SEED_WINDOW:
-        raise PMarkValueError(f"seed_window must be an integer in 1..{MAX_SEED_WINDOW}, got {_shown(window)}")
-    return mode, window
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Key files.
-# --------------------------------------------------------------------------------------------------------------
-def check_key_shape(dim: Any, channels: Any) -> tuple[int, int]:
-    """Check the shape of a key that goes to or comes from a file: ``1 <= d <= 65536``, ``1 <= b <= min(d, 64)``.
-
-    In-memory keys (:class:`WatermarkKey`) only need ``1 <= b <= d``; a key *file* is bounded so that a typo
-    (``--dim 10**12``) cannot produce a key that no encoder or sampler can ever use (online mode needs
-    ``N >= 2**b`` candidates per sentence).
-
-    Raises:
-      PMarkValueError: ``dim`` or ``channels`` is not an integer (bools are refused) or out of range.
-    """
-    dim = check_positive_int("dim", dim)
-    if dim > MAX_KEY_DIM:
-        raise PMarkValueError(f"dim must be an integer in 1..{MAX_KEY_DIM}, got {dim}")
-    channels = check_bits(channels, dim)
-    if channels > MAX_KEY_CHANNELS:
-        raise PMarkValueError(f"b (channels) must be an integer in 1..{MAX_KEY_CHANNELS}, got {channels}")
-    return dim, channels
 
 
 def _key_to_json(key: WatermarkKey) -> str:
@@ -157,11 +92,11 @@ def _file_path(path: Any) -> Path:
     """``path`` as a :class:`Path`, refusing what cannot name a key file (bytes, ``None``, numbers, ``""``, NUL)."""
     fs = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(fs, str) or not fs or "\0" in fs:
-        got = _shown(fs) if isinstance(fs, str) else type(path).__name__
+        got = shown(fs) if isinstance(fs, str) else type(path).__name__
         raise KeyFileError(f"a key file path must be a non-empty str or os.PathLike of str, got {got}")
     if fs.endswith((os.sep, os.altsep or os.sep)):  # Path() would drop the slash and name a file
         raise KeyFileError(
-            f"key file path {_shown(fs)} ends with a separator: it names a directory, not a file"
+            f"key file path {shown(fs)} ends with a separator: it names a directory, not a file"
         )
     return Path(fs)
 
@@ -189,7 +124,6 @@ def save_key(key: WatermarkKey, path: str | os.PathLike[str], *, force: bool = F
         file, or its folder does not exist; the key breaks a key-file rule (shape out of bounds, too large).
       OSError: the folder is not writable.
     """
-    from pmark_impl._keys import WatermarkKey  # here, not at the top: _keys imports this module
 
     if not isinstance(key, WatermarkKey):
         raise KeyFileError(f"key must be a WatermarkKey, got {type(key).__name__}")
@@ -297,7 +231,6 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         raise KeyFileError(f"key file {path}: the secret must be {2 * SECRET_BYTES} hexadecimal digits")
     if not _HEX.issuperset(secret_hex):
         raise KeyFileError(f"key file {path}: the secret is not hexadecimal")
-    from pmark_impl._keys import WatermarkKey  # here, not at the top: _keys imports this module
 
     try:
         cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)

@@ -14,10 +14,11 @@ objects are (computationally) independent of each other and of the text:
     key-resampling p-value;
   * ``"generate/{seed}/{t}/…"``: sampling and tie-break/choice randomness of generation (separate labels, so
     independent of the bits; a user ``seed`` makes runs reproducible);
-  * ``"semstamp/…"``, ``"ksemstamp/…"``, ``"green/…"``: LSH normals, centroids and green sets of the baselines
-    (``"green-cell/…"``: green sets seeded by the previous sentence's cell, ``green_seeding = "cell"``).
-    k-SemStamp's centroids are the key's stored ones when it has them (fitted by spherical k-means on a corpus,
-    :mod:`pmark_impl._centroids`, ``pmark keygen --centroid-corpus``), else random unit vectors from the key.
+  * ``"green/…"`` (``"green-cell/…"``: seeded by the previous sentence's cell): green sets of the cell schemes;
+  * each scheme derives its own material under its own label with :meth:`WatermarkKey.numpy_rng` (SemStamp's
+    LSH normals, the k-means variant's random centroids: :mod:`pmark_impl.schemes`). The key stores fitted
+    centroids when it has them (spherical k-means on a corpus, :mod:`pmark_impl._centroids`, ``pmark keygen
+    --centroid-corpus``).
 
 Key files (:mod:`pmark_impl._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
 secret never appears in ``repr``, logs or errors.
@@ -36,7 +37,7 @@ import numpy as np
 
 from pmark_impl._calibration import KeyCalibration
 from pmark_impl._centroids import KeyCentroids
-from pmark_impl._key_files import (
+from pmark_impl._key_fields import (
     KEY_FORMAT,
     KEY_VERSION,
     MAX_ENCODER_NAME,
@@ -48,9 +49,6 @@ from pmark_impl._key_files import (
     check_encoder_name,
     check_key_shape,
     check_seeding,
-    key_from_document,
-    load_key,
-    save_key,
 )
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
@@ -65,10 +63,8 @@ __all__ = [
     "SECRET_BYTES",
     "KeyFileError",
     "WatermarkKey",
+    "check_key",
     "check_key_shape",
-    "key_from_document",
-    "load_key",
-    "save_key",
 ]
 
 
@@ -300,50 +296,10 @@ class WatermarkKey:
         n = check_positive_int("n_positions", n_positions, minimum=0)
         return np.array([self.bits(t) for t in range(n)], dtype=np.int32).reshape(n, self.channels)
 
-    def lsh_hyperplanes(self, h: int) -> np.ndarray:
-        """SemStamp LSH normals float64 ``[h, d]`` (iid Gaussian), from ``HMAC(secret, "semstamp/hyperplanes/h")``."""
-        h = check_positive_int("lsh_dim", h)
-        return self.numpy_rng(f"semstamp/hyperplanes/{h}").standard_normal((h, self.dim))
-
     @property
     def default_n_clusters(self) -> int:
         """k-SemStamp's ``k`` when none is given: the ``k`` of the fitted centroids, else 8 (random centroids)."""
         return 8 if self.fitted_centroids is None else int(self.fitted_centroids.k)
-
-    def centroids(self, k: int, *, source: str = "auto") -> np.ndarray:
-        """k-SemStamp centroids float64 ``[k, d]`` (unit rows); the cells are their Voronoi cells under cosine.
-
-        ``source``:
-
-        * ``"fitted"``: the centroids stored in the key (fitted by spherical k-means on a corpus, E2,
-          :func:`pmark_impl._centroids.fit_key_centroids`); their ``k`` is fixed by the fit;
-        * ``"random"``: ``k`` unit vectors uniform on the sphere, derived from the key
-          (``HMAC(secret, "ksemstamp/centroids/k")``) — a stand-in for k-means centroids of domain data, kept
-          for keys without a corpus (C7 holds for any cells; only the cell masses change);
-        * ``"auto"`` (default): ``"fitted"`` when the key stores centroids, else ``"random"``.
-
-        Raises:
-          PMarkValueError: ``k < 2``; a ``k`` other than the stored one (the message names it) or
-            ``"fitted"`` without stored centroids; an unknown ``source``.
-        """
-        if source not in ("auto", "fitted", "random"):
-            raise PMarkValueError(f"source must be 'auto', 'fitted' or 'random', got {source!r}")
-        k = check_positive_int("n_clusters", k, minimum=2)
-        fitted = self.fitted_centroids
-        if source == "fitted" and fitted is None:
-            raise PMarkValueError(
-                "this key stores no fitted centroids (pmark keygen --centroid-corpus builtin|FILE)"
-            )
-        if source != "random" and fitted is not None:
-            if k != fitted.k:
-                raise PMarkValueError(
-                    f"the key stores k = {fitted.k} fitted centroids (corpus {fitted.corpus!r}), but "
-                    f"n_clusters = {k} was asked: use n_clusters = {fitted.k} (--n-clusters {fitted.k}) "
-                    "or a key fitted with that k"
-                )
-            return np.array(fitted.values)
-        c = self.numpy_rng(f"ksemstamp/centroids/{k}").standard_normal((k, self.dim))
-        return c / np.linalg.norm(c, axis=1, keepdims=True)
 
     def green_set(self, t: int, n_cells: int, g: int) -> np.ndarray:
         """Green set of position ``t``: a uniform ``g``-subset of ``n_cells`` cells, bool ``[M]`` (C5).
@@ -398,3 +354,15 @@ def _cached_pivots(secret: bytes, dim: int, channels: int) -> np.ndarray:
     v = haar_pivots(np.random.default_rng(seed), dim, channels)
     v.setflags(write=False)
     return v
+
+
+def check_key(key: Any, name: str = "key") -> WatermarkKey:
+    """``key`` if it is a :class:`WatermarkKey` (a path is refused with how to load it)."""
+    from pmark_impl._api_checks import describe
+
+    if isinstance(key, WatermarkKey):
+        return key
+    hint = ""
+    if isinstance(key, (str, bytes)) or hasattr(key, "__fspath__"):
+        hint = " (load a key file with pmark_impl.load_key(path))"
+    raise PMarkValueError(f"{name} must be a WatermarkKey, got {describe(key)}{hint}")

@@ -25,7 +25,7 @@ Reading is bounded (:mod:`pmark_theory._files`: regular files only, at most ``PR
 strict UTF-8 JSON without ``NaN``/``Infinity``, and the schema is checked field by field
 (:mod:`pmark_impl._provenance_schema`: unknown or missing fields, wrong types, out-of-range numbers, nesting are
 errors): every refusal is one :class:`ProvenanceError` line. The command line's use of the record (flags that
-contradict it are errors) is :mod:`pmark_impl._cli_provenance`.
+contradict it are errors) is :mod:`pmark_impl.cli.provenance`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pmark_impl._provenance_schema import (
     PROVENANCE_FORMAT,
@@ -44,8 +44,10 @@ from pmark_impl._provenance_schema import (
     ProvenanceError,
     parse_provenance,
 )
-from pmark_impl._types import GenerationResult
 from pmark_theory._files import read_bounded, write_atomic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pmark_impl._types import GenerationResult
 
 __all__ = [
     "PROVENANCE_FORMAT",
@@ -207,7 +209,7 @@ class Provenance:
 
         ``mode``, ``prompt``, ``channels``, ``n_candidates`` and the scheme's detection settings (its options with
         ``detect=True``: SemStamp's ``lsh_dim`` or ``n_clusters``, ``gamma`` and ``green_seeding``). Check the key first with :meth:`check_key`; the command line's
-        ``pmark_impl._cli_provenance.resolve_detection`` also refuses flags that contradict the record.
+        ``pmark_impl.cli.provenance.resolve_detection`` also refuses flags that contradict the record.
         """
         out: dict[str, Any] = {
             "mode": self.mode,

@@ -48,6 +48,7 @@ import numpy as np
 
 from pmark_impl._api_checks import check_candidates, check_encoder, check_str, split_text
 from pmark_impl._context import embed
+from pmark_impl._simmark_calibration import SimMarkCalibration, pair_cosines
 from pmark_impl._types import SentenceEncoder, SentenceSampler
 from pmark_impl.schemes._base import StepOutput
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
@@ -141,15 +142,6 @@ def simmark_step(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def pair_cosines(emb: np.ndarray) -> np.ndarray:
-    """Cosines of consecutive rows of ``[T, d]`` embeddings, ``[T − 1]`` (the shared rule, row by row)."""
-    emb = np.asarray(emb, dtype=np.float64)
-    if len(emb) < 2:
-        return np.zeros(0)
-    num = np.einsum("ij,ij->i", emb[:-1], emb[1:])
-    return num / (np.linalg.norm(emb[:-1], axis=1) * np.linalg.norm(emb[1:], axis=1))
-
-
 @dataclass(frozen=True)
 class SimMarkDetection:
     """The result of :func:`detect_simmark`.
@@ -232,7 +224,6 @@ def detect_simmark(
     """
     from pmark_impl._api_checks import check_callable, check_text
     from pmark_impl._detect_work import split_within_budget
-    from pmark_impl._simmark_calibration import SimMarkCalibration
 
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     if not isinstance(calibration, SimMarkCalibration):

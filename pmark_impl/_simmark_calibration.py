@@ -26,7 +26,6 @@ import numpy as np
 
 from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint
-from pmark_impl._simmark import pair_cosines
 from pmark_theory._eval_stats import clopper_pearson
 from pmark_theory._files import decode_text, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
@@ -47,6 +46,7 @@ __all__ = [
     "SimMarkCalibration",
     "calibrate_simmark",
     "load_simmark_calibration",
+    "pair_cosines",
     "save_simmark_calibration",
 ]
 
@@ -59,6 +59,15 @@ _FIELDS = (
     "format version low high n_pairs valid_pairs gamma_hat interval confidence delta K soft_mean soft_var "
     "encoder corpus corpus_fingerprint".split()
 )
+
+
+def pair_cosines(emb: np.ndarray) -> np.ndarray:
+    """Cosines of consecutive rows of ``[T, d]`` embeddings, ``[T − 1]`` (the shared rule, row by row)."""
+    emb = np.asarray(emb, dtype=np.float64)
+    if len(emb) < 2:
+        return np.zeros(0)
+    num = np.einsum("ij,ij->i", emb[:-1], emb[1:])
+    return num / (np.linalg.norm(emb[:-1], axis=1) * np.linalg.norm(emb[1:], axis=1))
 
 
 class SimMarkCalibrationError(PMarkValueError):

@@ -27,14 +27,13 @@ import jax
 from pmark_impl._api_checks import (
     check_callable,
     check_encoder,
-    check_key,
     check_sampler,
     check_seed,
     check_str,
     split_text,
 )
 from pmark_impl._context import context_for, embed, sampler_device, torch_generator
-from pmark_impl._keys import WatermarkKey
+from pmark_impl._keys import WatermarkKey, check_key
 from pmark_impl._limits import check_limit
 from pmark_impl._types import (
     CandidateLike,

@@ -208,6 +208,7 @@ _TINY_RUNNER = """
     from pmark_impl import cli
     from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
     from pmark_impl._tiny import make_tiny_lm
+    from pmark_impl.cli import models
 
 
     def tiny_sampler(model, temperature, top_p):
@@ -216,7 +217,7 @@ _TINY_RUNNER = """
 
 
     torch.set_num_threads(1)  # 32x32 matmuls: threads cost more than they save
-    cli._load_sampler = tiny_sampler
+    models.load_sampler = tiny_sampler
     sys.exit(cli.main(sys.argv[1:]))
 """
 

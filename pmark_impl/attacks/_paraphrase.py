@@ -38,7 +38,7 @@ from pmark_impl.attacks._params import (
     check_template,
     show,
 )
-from pmark_impl.attacks._registry import AttackFn, register_attack
+from pmark_impl.attacks._table import AttackFn, register_attack
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [

@@ -20,15 +20,15 @@ Example::
 from __future__ import annotations
 
 import inspect
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from pmark_impl.attacks._params import show
+from pmark_impl.attacks._table import REGISTRY, AttackFn, AttackSpec, check_rate, register_attack
 from pmark_theory._plugins import load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
 
@@ -43,62 +43,11 @@ __all__ = [
     "register_attack",
 ]
 
-#: The type of an attack: ``(text, rng) -> attacked text``.
-AttackFn = Callable[[str, np.random.Generator], str]
-
-
-class AttackSpec(NamedTuple):
-    """A registered attack.
-
-    Attributes:
-      name: registry name (e.g. ``"word-delete"``).
-      factory: ``factory(**params) -> AttackFn``; validates its parameters.
-      description: one line for ``list_attacks`` and the CLI.
-      params: the parameters and their defaults (``None`` where the factory decides, e.g. a default model).
-    """
-
-    name: str
-    factory: Callable[..., AttackFn]
-    description: str
-    params: Mapping[str, Any]
-
-
-_REGISTRY: dict[str, AttackSpec] = {}
-
-
-def register_attack(
-    name: str, *, description: str, params: Mapping[str, Any] | None = None, replace: bool = False
-) -> Callable[[Callable[..., AttackFn]], Callable[..., AttackFn]]:
-    """Decorator registering ``factory`` under ``name``.
-
-    Args:
-      name: the registry name (no ``":"``, which marks a user attack).
-      description: one line.
-      params: parameter names and defaults, as shown by :func:`list_attacks`.
-      replace: allow replacing an existing entry.
-
-    Returns:
-      The decorator (it returns the factory unchanged).
-
-    Raises:
-      PMarkValueError: ``name`` is empty, contains ``":"``, or is taken and ``replace`` is false.
-    """
-    if not isinstance(name, str) or not name or ":" in name:
-        raise PMarkValueError(f"attack name must be a non-empty str without ':', got {name!r}")
-
-    def deco(factory: Callable[..., AttackFn]) -> Callable[..., AttackFn]:
-        if name in _REGISTRY and not replace:
-            raise PMarkValueError(f"attack {name!r} is already registered (pass replace=True)")
-        _REGISTRY[name] = AttackSpec(name, factory, description, MappingProxyType(dict(params or {})))
-        return factory
-
-    return deco
-
 
 def list_attacks() -> dict[str, AttackSpec]:
     """The registered attacks by name (sorted), with their descriptions and parameters."""
     _ensure_builtins()
-    return {k: _REGISTRY[k] for k in sorted(_REGISTRY)}
+    return {k: REGISTRY[k] for k in sorted(REGISTRY)}
 
 
 def attack_plugins() -> dict[str, tuple[str, ...]]:
@@ -108,24 +57,7 @@ def attack_plugins() -> dict[str, tuple[str, ...]]:
     point; both are left out.
     """
     _ensure_builtins()
-    return {k: v for k, v in plugin_entry_points("attack").items() if ":" not in k and k not in _REGISTRY}
-
-
-def check_rate(rate: Any, name: str = "rate") -> float:
-    """``rate`` as a float in ``[0, 1]``.
-
-    Raises:
-      PMarkValueError: ``rate`` is a bool, not a real number, NaN, or outside ``[0, 1]``.
-    """
-    if isinstance(rate, (bool, np.bool_)) or not isinstance(rate, (int, float, np.integer, np.floating)):
-        raise PMarkValueError(f"{name} must be a real number in [0, 1], got {show(rate)}")
-    try:
-        v = float(rate)
-    except OverflowError:  # an int beyond float's range
-        raise PMarkValueError(f"{name} must lie in [0, 1], got {show(rate)}") from None
-    if math.isnan(v) or not 0.0 <= v <= 1.0:
-        raise PMarkValueError(f"{name} must lie in [0, 1], got {show(rate)}")
-    return v
+    return {k: v for k, v in plugin_entry_points("attack").items() if ":" not in k and k not in REGISTRY}
 
 
 @dataclass(frozen=True)
@@ -222,13 +154,13 @@ def get_attack(name: str, **params: Any) -> Attack:
     if ":" in name:
         return _plugin_attack(name, params)
     _ensure_builtins()
-    spec = _REGISTRY.get(name)
+    spec = REGISTRY.get(name)
     if spec is None:
         if name in attack_plugins():
             return _plugin_attack(name, params)
         plugins = ", ".join(attack_plugins())
         raise PMarkValueError(
-            f"unknown attack {show(name)}; known attacks: {', '.join(sorted(_REGISTRY))}"
+            f"unknown attack {show(name)}; known attacks: {', '.join(sorted(REGISTRY))}"
             + (f"; plug-ins: {plugins}" if plugins else "")
         )
     unknown = sorted(set(params) - set(spec.params))
@@ -248,5 +180,5 @@ def get_attack(name: str, **params: Any) -> Attack:
 
 
 def _ensure_builtins() -> None:
-    """Import the modules that register the built-in attacks (deferred to avoid import cycles)."""
+    """Import the modules that register the built-in attacks (they register into :mod:`._table` on import)."""
     from pmark_impl.attacks import _paraphrase, _sentence, _word  # noqa: F401

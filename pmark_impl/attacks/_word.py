@@ -25,7 +25,7 @@ import numpy as np
 
 from pmark_impl.attacks._lexicon import Lexicon, default_lexicon
 from pmark_impl.attacks._params import show
-from pmark_impl.attacks._registry import AttackFn, check_rate, register_attack
+from pmark_impl.attacks._table import AttackFn, check_rate, register_attack
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["STOP_WORDS", "substitutable_mask", "word_delete", "word_substitute"]

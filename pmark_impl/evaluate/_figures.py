@@ -37,7 +37,7 @@ _PNG_DPI = 110
 
 
 # ---------------------------------------------------------------- readers of the saved results (shared with _report)
-def _num(x: Any) -> float:
+def num_text(x: Any) -> float:
     """A saved number as a float; ``None``, non-numbers and ``"nan"`` give NaN."""
     if x is None or isinstance(x, bool):
         return math.nan
@@ -47,32 +47,32 @@ def _num(x: Any) -> float:
         return math.nan
 
 
-def _interval(ci: Any) -> tuple[float, float]:
+def interval_text(ci: Any) -> tuple[float, float]:
     """A saved ``[lo, hi]`` as two floats (NaN where missing)."""
     if not isinstance(ci, list | tuple) or len(ci) != 2:
         return math.nan, math.nan
-    return _num(ci[0]), _num(ci[1])
+    return num_text(ci[0]), num_text(ci[1])
 
 
-def _at(by_alpha: Any, alpha: str | float) -> dict[str, Any] | None:
+def value_at(by_alpha: Any, alpha: str | float) -> dict[str, Any] | None:
     """The entry of a ``{"0.01": {...}}`` dict for ``alpha`` (matched by value, so ``0.01`` and ``"0.01"`` agree)."""
     if not isinstance(by_alpha, dict):
         return None
     if isinstance(alpha, str) and isinstance(by_alpha.get(alpha), dict):
         return by_alpha[alpha]
-    want = _num(alpha)
+    want = num_text(alpha)
     for key, entry in by_alpha.items():
-        if isinstance(entry, dict) and math.isclose(_num(key), want, rel_tol=1e-9):
+        if isinstance(entry, dict) and math.isclose(num_text(key), want, rel_tol=1e-9):
             return entry
     return None
 
 
 def _rate(by_alpha: Any, alpha: str | float) -> tuple[float, float, float]:
     """``(rate, lo, hi)`` of a ``{"k", "n", "rate", "ci"}`` entry at ``alpha`` (NaN where missing)."""
-    e = _at(by_alpha, alpha)
+    e = value_at(by_alpha, alpha)
     if e is None:
         return math.nan, math.nan, math.nan
-    return (_num(e.get("rate")), *_interval(e.get("ci")))
+    return (num_text(e.get("rate")), *interval_text(e.get("ci")))
 
 
 def _no_attack(run: dict[str, Any]) -> dict[str, Any] | None:
@@ -83,15 +83,15 @@ def _no_attack(run: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _label(a: dict[str, Any]) -> str:
+def run_label(a: dict[str, Any]) -> str:
     return str(a.get("label") or a.get("attack") or "?")
 
 
-def _alpha_pct(alpha: str | float) -> str:
-    return f"{_num(alpha) * 100:g}%"
+def alpha_pct(alpha: str | float) -> str:
+    return f"{num_text(alpha) * 100:g}%"
 
 
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
     return "—" if not math.isfinite(x) else f"{x * 100:.1f}%"
 
 
@@ -122,11 +122,11 @@ def plot_roc(run: dict[str, Any], ax=None):
         if not fpr or not tpr:
             continue
         auc = a.get("auc") or {}
-        lo, hi = _interval(auc.get("ci"))
+        lo, hi = interval_text(auc.get("ci"))
         ax.plot(
-            [_num(v) for v in fpr],
-            [_num(v) for v in tpr],
-            label=f"{_label(a)}: AUC {_fmt3(_num(auc.get('value')))}"
+            [num_text(v) for v in fpr],
+            [num_text(v) for v in tpr],
+            label=f"{run_label(a)}: AUC {_fmt3(num_text(auc.get('value')))}"
             + (f" [{_fmt3(lo)}, {_fmt3(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else ""),
         )
     ax.set_xlim(-0.01, 1.01)
@@ -146,9 +146,9 @@ def _rate_series(run: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Attack name -> its entries with a numeric rate, sorted by rate (the no-attack entry excluded)."""
     series: dict[str, list[dict[str, Any]]] = {}
     for a in run.get("attacks") or []:
-        if a.get("attack") != NO_ATTACK and math.isfinite(_num(a.get("rate"))):
+        if a.get("attack") != NO_ATTACK and math.isfinite(num_text(a.get("rate"))):
             series.setdefault(str(a.get("attack")), []).append(a)
-    return {k: sorted(v, key=lambda a: _num(a["rate"])) for k, v in series.items()}
+    return {k: sorted(v, key=lambda a: num_text(a["rate"])) for k, v in series.items()}
 
 
 def plot_tpr_vs_rate(run: dict[str, Any], alpha: str | float = "0.01", ax=None):
@@ -168,7 +168,7 @@ def plot_tpr_vs_rate(run: dict[str, Any], alpha: str | float = "0.01", ax=None):
     base = _no_attack(run)
     for k, (name, entries) in enumerate(_rate_series(run).items()):
         pts = [(0.0, *_rate(base.get("tpr"), alpha))] if base is not None else []
-        pts += [(_num(a["rate"]), *_rate(a.get("tpr"), alpha)) for a in entries]
+        pts += [(num_text(a["rate"]), *_rate(a.get("tpr"), alpha)) for a in entries]
         x, y, lo, hi = (np.array(c, dtype=np.float64) for c in zip(*pts))
         ax.errorbar(
             x,
@@ -179,10 +179,10 @@ def plot_tpr_vs_rate(run: dict[str, Any], alpha: str | float = "0.01", ax=None):
             capsize=3,
             label=name,
         )
-    ax.axhline(_num(alpha), color="0.5", lw=1, ls="--", label=f"α = {_alpha_pct(alpha)}")
+    ax.axhline(num_text(alpha), color="0.5", lw=1, ls="--", label=f"α = {alpha_pct(alpha)}")
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("attack rate")
-    ax.set_ylabel(f"TPR at FPR {_alpha_pct(alpha)} (exact test)")
+    ax.set_ylabel(f"TPR at FPR {alpha_pct(alpha)} (exact test)")
     ax.set_title(f"robustness: {run.get('run', '?')}")
     ax.legend(fontsize=8)
     return ax
@@ -193,7 +193,7 @@ def _grid_runs(runs: Sequence[dict[str, Any]], scheme: str) -> list[dict[str, An
 
 
 def _sort_key(v: Any) -> tuple[int, float]:
-    x = _num(v)
+    x = num_text(v)
     return (0, x) if math.isfinite(x) else (1, 0.0)
 
 
@@ -205,7 +205,7 @@ def grid_table(
     cells: dict[tuple[Any, Any], dict[str, Any]] = {}
     for r in _grid_runs(runs, scheme):
         base = _no_attack(r)
-        e = _at(base.get("tpr"), alpha) if base is not None else None
+        e = value_at(base.get("tpr"), alpha) if base is not None else None
         if e is not None:
             cells[(r.get("n_candidates"), r.get("channels"))] = e
     grid = _grid_runs(runs, scheme)
@@ -234,20 +234,20 @@ def plot_grid_heatmap(runs: Sequence[dict[str, Any]], scheme: str, alpha: str | 
     for i, n in enumerate(ns):
         for j, b in enumerate(bs):
             if (n, b) in cells:
-                mat[i, j] = _num(cells[(n, b)].get("rate"))
+                mat[i, j] = num_text(cells[(n, b)].get("rate"))
     import matplotlib
 
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="white")
     im = ax.imshow(np.ma.masked_invalid(mat), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    ax.figure.colorbar(im, ax=ax, label=f"TPR at FPR {_alpha_pct(alpha)}")
+    ax.figure.colorbar(im, ax=ax, label=f"TPR at FPR {alpha_pct(alpha)}")
     for (i, j), v in np.ndenumerate(mat):
         if math.isfinite(v):
-            ax.text(j, i, _pct(v), ha="center", va="center", fontsize=8, color="k" if v > 0.5 else "w")
+            ax.text(j, i, pct_text(v), ha="center", va="center", fontsize=8, color="k" if v > 0.5 else "w")
     ax.set_xticks(range(len(bs)), ["—" if b is None else str(b) for b in bs])
     ax.set_yticks(range(len(ns)), ["—" if n is None else str(n) for n in ns])
     ax.set_xlabel("b (channels)")
     ax.set_ylabel("N (candidates)")
-    ax.set_title(f"{scheme}: TP@FP{_alpha_pct(alpha)}, no attack (Table 3)")
+    ax.set_title(f"{scheme}: TP@FP{alpha_pct(alpha)}, no attack (Table 3)")
     return ax
 
 
@@ -263,7 +263,7 @@ def plot_cost(runs: Sequence[dict[str, Any]], ax=None):
     """
     ax = _new_axes(ax)
     names = [str(r.get("run", "?")) for r in runs]
-    ts = np.array([_num((r.get("cost") or {}).get("T_s")) for r in runs], dtype=np.float64)
+    ts = np.array([num_text((r.get("cost") or {}).get("T_s")) for r in runs], dtype=np.float64)
     ts[~(ts > 0)] = np.nan
     x = np.arange(len(names))
     ok = np.isfinite(ts)
@@ -282,9 +282,9 @@ def _quality_points(
     out = []
     for r in runs:
         base = _no_attack(r)
-        ppl = _num(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
+        ppl = num_text(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
         tpr = _rate(base.get("tpr"), alpha)[0] if base is not None else math.nan
-        ts = _num((r.get("cost") or {}).get("T_s"))
+        ts = num_text((r.get("cost") or {}).get("T_s"))
         if math.isfinite(ppl) and math.isfinite(tpr) and math.isfinite(ts) and ts > 0:
             out.append((str(r.get("run", "?")), ppl, tpr, ts))
     return out
@@ -315,12 +315,12 @@ def plot_quality_vs_tpr(runs: Sequence[dict[str, Any]], alpha: str | float = "0.
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     for r in runs:
         if r.get("scheme") == NO_ATTACK:
-            ppl = _num(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
+            ppl = num_text(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
             if math.isfinite(ppl):
                 ax.axvline(ppl, color="0.4", ls=":", lw=1, label=f"{r.get('run', '?')} (unwatermarked)")
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("mean perplexity")
-    ax.set_ylabel(f"TPR at FPR {_alpha_pct(alpha)}, no attack")
+    ax.set_ylabel(f"TPR at FPR {alpha_pct(alpha)}, no attack")
     ax.set_title("quality vs detection (area ∝ T_s)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
@@ -363,7 +363,7 @@ def _figure_plan(results: dict[str, Any], alpha: str | float) -> list[tuple[str,
             plan.append(
                 (f"grid-{safe_name(s)}.png", lambda ax, s=s: plot_grid_heatmap(runs, s, alpha, ax=ax))
             )
-    if any(_num((r.get("cost") or {}).get("T_s")) > 0 for r in runs):
+    if any(num_text((r.get("cost") or {}).get("T_s")) > 0 for r in runs):
         plan.append(("cost.png", lambda ax: plot_cost(runs, ax=ax)))
     if _quality_points(runs, alpha):
         plan.append(("quality-vs-tpr.png", lambda ax: plot_quality_vs_tpr(runs, alpha, ax=ax)))

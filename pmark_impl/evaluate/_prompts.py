@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pmark_impl._corpus import CORPUS_LIMIT_BYTES, _lines, jsonl_objects
+from pmark_impl._corpus import CORPUS_LIMIT_BYTES, jsonl_objects, text_lines
 from pmark_impl._segment import split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._validate import PMarkValueError, check_positive_int
@@ -123,7 +123,7 @@ def _jsonl_rows(text: str, label: str) -> Iterator[_Row]:
 
 
 def _text_rows(text: str) -> Iterator[_Row]:
-    for lineno, line in enumerate(_lines(text), start=1):
+    for lineno, line in enumerate(text_lines(text), start=1):
         if line.strip():
             yield f"line {lineno}", lineno, {_TEXT_KEY: line}
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pmark_impl.evaluate._figures import (
-    _alpha_pct,
-    _at,
-    _interval,
-    _label,
-    _num,
-    _pct,
+    alpha_pct,
     grid_table,
+    interval_text,
+    num_text,
+    pct_text,
+    run_label,
+    value_at,
     write_figures,
 )
 from pmark_impl.evaluate._folder import evaluation_folder
@@ -48,12 +48,12 @@ def _cell(text: Any) -> str:
 
 
 def _fix(x: Any, digits: int) -> str:
-    v = _num(x)
+    v = num_text(x)
     return DASH if not math.isfinite(v) else f"{v:.{digits}f}"
 
 
 def _ci(ci: Any, scale: float, digits: int) -> str:
-    lo, hi = _interval(ci)
+    lo, hi = interval_text(ci)
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return ""
     return f" [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
@@ -63,15 +63,15 @@ def _rate_ci(entry: dict[str, Any] | None, key: str = "rate") -> str:
     """``"90.0% [55.5, 99.7]"`` from ``{"rate": 0.9, "ci": [0.555, 0.997]}`` (``—`` if the rate is missing)."""
     if not isinstance(entry, dict):
         return DASH
-    v = _num(entry.get(key))
-    return DASH if not math.isfinite(v) else _pct(v) + _ci(entry.get("ci"), 100.0, 1)
+    v = num_text(entry.get(key))
+    return DASH if not math.isfinite(v) else pct_text(v) + _ci(entry.get("ci"), 100.0, 1)
 
 
 def _value_ci(entry: Any, digits: int) -> str:
     """``"0.970 [0.900, 1.000]"`` from ``{"value": .., "ci": [..]}``."""
     if not isinstance(entry, dict):
         return DASH
-    v = _num(entry.get("value"))
+    v = num_text(entry.get("value"))
     return DASH if not math.isfinite(v) else f"{v:.{digits}f}" + _ci(entry.get("ci"), 1.0, digits)
 
 
@@ -79,8 +79,8 @@ def _agrees(predicted: dict[str, Any] | None, observed: dict[str, Any] | None) -
     """✓ if the predicted and observed intervals overlap, ✗ if not, — if either is missing."""
     if not isinstance(predicted, dict) or not isinstance(observed, dict):
         return DASH
-    plo, phi = _interval(predicted.get("ci"))
-    olo, ohi = _interval(observed.get("ci"))
+    plo, phi = interval_text(predicted.get("ci"))
+    olo, ohi = interval_text(observed.get("ci"))
     if not all(math.isfinite(v) for v in (plo, phi, olo, ohi)):
         return DASH
     return "✓" if max(plo, olo) <= min(phi, ohi) else "✗"
@@ -89,10 +89,10 @@ def _agrees(predicted: dict[str, Any] | None, observed: dict[str, Any] | None) -
 def _mean_bit_rate(bit_rate: Any) -> str:
     if not isinstance(bit_rate, dict):
         return DASH
-    vals = [_num(v) for v in bit_rate.get("per_channel") or []]
+    vals = [num_text(v) for v in bit_rate.get("per_channel") or []]
     if not vals or not all(math.isfinite(v) for v in vals):
         return DASH
-    return _pct(sum(vals) / len(vals))
+    return pct_text(sum(vals) / len(vals))
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -119,7 +119,7 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
 def _alphas(results: dict[str, Any]) -> list[str]:
     """The false-positive levels as the keys the results use (``"0.01"``), smallest first."""
     raw = (results.get("config") or {}).get("alphas") or [0.01, 0.05]
-    vals = sorted({_num(a) for a in raw if math.isfinite(_num(a))})
+    vals = sorted({num_text(a) for a in raw if math.isfinite(num_text(a))})
     return [f"{a:g}" for a in vals] or ["0.01"]
 
 
@@ -191,12 +191,12 @@ def _detection_run(r: dict[str, Any], alphas: list[str]) -> list[str]:
     if not attacks:
         return [head, "", "Not detected: its texts are the unwatermarked LM negatives (FPR on LM texts).", ""]
     with_lm = any(isinstance(a.get("fpr_lm"), dict) for a in attacks)
-    p1 = _alpha_pct(a1)
+    p1 = alpha_pct(a1)
     header = [
         "attack",
         "rate",
         "n+ / n−",
-        *(f"TPR@{_alpha_pct(a)} exact" for a in alphas),
+        *(f"TPR@{alpha_pct(a)} exact" for a in alphas),
         f"TPR@{p1} empirical",
         f"FPR@{p1} human",
         *([f"FPR@{p1} LM"] if with_lm else []),
@@ -207,17 +207,17 @@ def _detection_run(r: dict[str, Any], alphas: list[str]) -> list[str]:
     ]
     rows = []
     for a in attacks:
-        observed = _at(a.get("tpr"), a1)
-        predicted = _at(a.get("predicted_tpr"), a1)
+        observed = value_at(a.get("tpr"), a1)
+        predicted = value_at(a.get("predicted_tpr"), a1)
         rows.append(
             [
-                _cell(_label(a)),
+                _cell(run_label(a)),
                 _fix(a.get("rate"), 2),
                 f"{_fix(a.get('n_pos'), 0)} / {_fix(a.get('n_neg'), 0)}",
-                *(_rate_ci(_at(a.get("tpr"), al)) for al in alphas),
-                _rate_ci(_at(a.get("tpr_empirical"), a1)),
-                _rate_ci(_at(a.get("fpr"), a1)),
-                *([_rate_ci(_at(a.get("fpr_lm"), a1))] if with_lm else []),
+                *(_rate_ci(value_at(a.get("tpr"), al)) for al in alphas),
+                _rate_ci(value_at(a.get("tpr_empirical"), a1)),
+                _rate_ci(value_at(a.get("fpr"), a1)),
+                *([_rate_ci(value_at(a.get("fpr_lm"), a1))] if with_lm else []),
                 _value_ci(a.get("auc"), 3),
                 _rate_ci(predicted, key="value"),
                 _agrees(predicted, observed),
@@ -249,7 +249,7 @@ def _grid(runs: list[dict[str, Any]], alpha: str) -> list[str]:
     if not schemes:
         return []
     lines = [
-        f"## Table 3 grid (TP@FP{_alpha_pct(alpha)}, exact test, no attack)",
+        f"## Table 3 grid (TP@FP{alpha_pct(alpha)}, exact test, no attack)",
         "",
     ]
     for s in schemes:
@@ -265,7 +265,7 @@ def _caption(path: str, alpha: str) -> str:
     stem = Path(path).stem
     for prefix in ("tpr-vs-rate", "quality-vs-tpr", "roc", "grid", "cost"):
         if stem == prefix or stem.startswith(prefix + "-"):
-            return _CAPTIONS[prefix].format(x=f"`{stem[len(prefix) + 1 :]}`", p=_alpha_pct(alpha))
+            return _CAPTIONS[prefix].format(x=f"`{stem[len(prefix) + 1 :]}`", p=alpha_pct(alpha))
     return stem
 
 
@@ -324,7 +324,7 @@ def render_report(
         lines += ["## Figures", ""]
         for path in figures:
             lines += [f"![{Path(path).stem}]({path})", "", f"*{_caption(path, alphas[0])}*", ""]
-    conf = _num((results.get("config") or {}).get("confidence"))
+    conf = num_text((results.get("config") or {}).get("confidence"))
     conf_text = f"{conf:.0%}" if math.isfinite(conf) else "95%"
     lines += [line.replace("{conf}", conf_text) for line in _HOW_TO_READ]
     return "\n".join(lines)

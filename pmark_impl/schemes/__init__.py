@@ -21,6 +21,7 @@ from pmark_impl.schemes._base import (
     StepOutput,
 )
 from pmark_impl.schemes._registry import BUILTIN_SCHEMES, available_schemes, get_scheme, scheme_names
+from pmark_impl.schemes._results import count_record, decide
 from pmark_impl.schemes._settings import recorded_settings, resolve_settings
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "Setup",
     "StepOutput",
     "available_schemes",
+    "count_record",
+    "decide",
     "get_scheme",
     "recorded_settings",
     "resolve_settings",

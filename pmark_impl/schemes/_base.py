@@ -11,7 +11,8 @@ Generation of one text (:func:`pmark_impl._watermark.generate`) is, for every po
     out = scheme.step(rng, setup, state, draw)                  # candidates -> StepOutput (chosen index, ...)
     state = scheme.update(setup, state, kept_sentence)           # after the kept sentence
 
-where ``draw`` gives the LM context and the position's ``torch.Generator`` (``draw.sample(n)`` draws ``n`` candidates)
+where ``draw`` gives the LM context and the position's ``torch.Generator`` (``draw.sample(n)`` draws ``n`` candidates,
+``setup.embed(texts)`` embeds them)
 and ``rng`` is the position's JAX key; both are derived from the key and seed by the loop, so a scheme never seeds
 anything itself. Detection calls ``scheme.detect(request)`` once for a batch of texts. A scheme's settings are
 declared as :class:`Option` s (checked one by one, then together by ``scheme.check``), recorded in the provenance
@@ -121,6 +122,12 @@ class Setup(NamedTuple):
     settings: Mapping[str, Any]
     splitter: Callable[[str], list[str]] | None = None
 
+    def embed(self, texts: Sequence[str]) -> Any:
+        """``[n, d]`` float64 embeddings of ``texts`` (one encoder batch, checked finite and of the key's ``d``)."""
+        from pmark_impl._context import embed
+
+        return embed(self.encoder, texts, self.key.dim)
+
 
 class Draw(NamedTuple):
     """The sampling side of one position: the LM context and the position's own ``torch.Generator``.
@@ -137,6 +144,12 @@ class Draw(NamedTuple):
     sampler: Any
     generator: Any
 
+    def sample(self, n: int) -> list[Any]:
+        """``n`` candidates of the LM from this position's context and generator (checked: ``n`` sentences)."""
+        from pmark_impl._context import draw_candidates
+
+        return draw_candidates(self.sampler, self.context, n, self.generator)
+
 
 class DetectRequest(NamedTuple):
     """A batch of texts to test with one key and one set of options (:func:`pmark_impl.detect_many`).
@@ -147,7 +160,9 @@ class DetectRequest(NamedTuple):
       prompt: the prompt the texts continue.
       settings: the scheme's detection settings (its :class:`Option` s with ``detect=True``), checked.
       options: the common options, checked: ``alpha``, ``delta``, ``K``, ``test``, ``channels`` (``b``),
-        ``seed``, ``min_sentences``, ``soft_resolution``, ``n_candidates``, ``sampler``, ``splitter``.
+        ``seed``, ``min_sentences``, ``soft_resolution``, ``n_candidates``, ``sampler``, ``splitter``, and
+        ``base``: the settings every result reports (``encoder``, ``key_fingerprint``, ``n_channels``,
+        ``min_sentences``).
       calibration: the scheme's detector calibration (``SchemeCalibration.stored_in == "detector"``) or ``None``.
       progress: ``progress(k)`` after ``k`` more sentences are processed, or ``None``.
     """
@@ -160,6 +175,19 @@ class DetectRequest(NamedTuple):
     options: Mapping[str, Any]
     calibration: Any = None
     progress: Callable[[int], None] | None = None
+
+    def embeddings(self) -> list[Any]:
+        """Each text's ``[T, d]`` embeddings, encoded in batches over all texts (``progress`` is advanced)."""
+        import itertools
+
+        import numpy as np
+
+        from pmark_impl._detect_work import embed_reporting
+
+        flat = [s for sentences in self.sentences for s in sentences]
+        emb = embed_reporting(self.encoder, flat, self.key.dim, self.progress)
+        bounds = np.cumsum([0, *(len(s) for s in self.sentences)])
+        return [emb[lo:hi] for lo, hi in itertools.pairwise(bounds)]
 
 
 def _no_state(setup: Setup) -> None:
@@ -176,8 +204,8 @@ class Scheme(NamedTuple):
     Attributes:
       name: the registry name (``pmark generate --scheme NAME``, the provenance record's ``mode``).
       summary: one line for ``pmark schemes``.
-      step: ``step(rng, setup, state, draw) -> StepOutput``: draw candidates with ``draw.sample``-like calls
-        (``draw.sampler.sample(draw.context, n, draw.generator)``), embed them, apply the ``pmark_theory`` rule.
+      step: ``step(rng, setup, state, draw) -> StepOutput``: draw candidates with ``draw.sample(n)``, embed them
+        with ``setup.embed(texts)``, apply the scheme's rule (``rng``: the position's JAX key).
       detect: ``detect(request) -> list of results`` (each with ``.p_value``, ``.verdict``, ``.to_dict()``), or
         ``None`` for a scheme without a detector.
       options: the scheme's settings.

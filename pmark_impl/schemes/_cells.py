@@ -28,7 +28,7 @@ from pmark_impl._detect_result import verdict as _verdict
 from pmark_impl._detect_work import embed_reporting
 from pmark_impl._limits import check_limit
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
-from pmark_impl.schemes._pmark import count_record
+from pmark_impl.schemes._results import count_record
 from pmark_theory._cell_rules import check_margin, green_candidates
 from pmark_theory._rules import select_from_mask
 from pmark_theory._validate import PMarkValueError, check_green_size, check_unit_interval

@@ -19,6 +19,7 @@ from pmark_impl._context import embed
 from pmark_impl._detect_stats import pmark_results
 from pmark_impl._detect_work import embed_reporting, online_medians
 from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
+from pmark_impl.schemes._results import count_record
 from pmark_theory._centring import centred_proxies, step_centre
 
 __all__ = [
@@ -124,18 +125,6 @@ def record(result: Any) -> dict[str, Any]:
     return count_record(
         float(result.statistics["hard"]["p_value"]), bits, 0.5, int(result.settings["n_channels"])
     )
-
-
-def count_record(raw_p: float, bits: list[list[int]], null_p: float, width: int) -> dict[str, Any]:
-    """``raw_p_value``, per-column ``matches`` / ``totals``, ``null_p`` and the ``evidence`` rows of a count test."""
-    width = len(bits[0]) if bits else width
-    return {
-        "raw_p_value": raw_p,
-        "matches": [int(sum(row[j] for row in bits)) for j in range(width)],
-        "totals": [len(bits)] * width,
-        "null_p": null_p,
-        "evidence": bits,
-    }
 
 
 def proxies(v: np.ndarray, emb: np.ndarray, centre: np.ndarray | None) -> np.ndarray:

@@ -9,6 +9,15 @@ A scheme is named in three ways, tried in this order:
   (``@plugin("scheme")`` or the entry point) — the rule of :mod:`pmark_theory._plugins`: naming a module imports
   it, nothing else runs, and nothing unregistered is ever called.
 
+The plug-in is a :class:`Scheme` (an entry point may name one directly) or a function returning one — a
+:class:`Scheme` is a ``NamedTuple`` and takes no marker, so a module marks its factory::
+
+    @plugin("scheme")
+    def halfspace() -> Scheme:
+        return Scheme(name="halfspace", ...)
+
+The factory is called once per process (its scheme is kept by spec and by name).
+
 A provenance record names its scheme by ``name`` only: reading a record never imports anything. A record of a
 plug-in scheme is followed once the scheme is installed or named with ``--scheme module:attribute``.
 """
@@ -34,6 +43,8 @@ BUILTIN_SCHEMES: dict[str, str] = {
 }
 #: Schemes loaded in this process other than the built-ins, by ``Scheme.name``.
 _LOADED: dict[str, Scheme] = {}
+#: The same, by the spec they were loaded from (a factory is called once).
+_BY_SPEC: dict[str, Scheme] = {}
 
 
 def _builtin(name: str) -> Scheme:
@@ -43,9 +54,11 @@ def _builtin(name: str) -> Scheme:
 
 
 def _admit(obj: Any, spec: str) -> Scheme:
+    if not isinstance(obj, Scheme) and callable(obj):  # a registered factory
+        obj = obj()
     if not isinstance(obj, Scheme):
         raise PluginError(
-            f"scheme plug-in {spec!r} is a {type(obj).__name__}, not a pmark_impl.schemes.Scheme"
+            f"scheme plug-in {spec!r} is (or returned) a {type(obj).__name__}, not a pmark_impl.schemes.Scheme"
         )
     _check_name(obj.name)
     if obj.name in BUILTIN_SCHEMES:
@@ -91,12 +104,16 @@ def get_scheme(spec: Any) -> Scheme:
         return _builtin(spec)
     if spec in _LOADED:
         return _LOADED[spec]
+    if spec in _BY_SPEC:
+        return _BY_SPEC[spec]
     if ":" not in spec and spec not in plugin_entry_points("scheme"):
         raise PMarkValueError(
             f"scheme must be one of {', '.join(scheme_names())} or a registered plug-in 'module:attribute', "
             f"got {spec[:60]!r}"
         )
-    return _admit(load_plugin(spec, "scheme"), spec)
+    scheme = _admit(load_plugin(spec, "scheme"), spec)
+    _BY_SPEC[spec] = scheme
+    return scheme
 
 
 def scheme_names() -> list[str]:

@@ -18,6 +18,7 @@ from pmark_impl._limits import check_limit
 from pmark_impl.schemes._base import Option
 from pmark_impl.schemes._cells import cell_scheme
 from pmark_theory._cell_rules import ksemstamp_cells, ksemstamp_margin_ok
+from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = ["SCHEME", "centroids"]
 
@@ -25,9 +26,40 @@ _ksemstamp_cells = jax.jit(ksemstamp_cells)
 _ksemstamp_margin_ok = jax.jit(ksemstamp_margin_ok)
 
 
-def centroids(key: Any, k: int) -> np.ndarray:
-    """The key's ``k`` centroids float64 ``[k, d]`` (:meth:`pmark_impl.WatermarkKey.centroids`)."""
-    return key.centroids(k)
+def centroids(key: Any, k: int, *, source: str = "auto") -> np.ndarray:
+    """The key's ``k`` centroids float64 ``[k, d]`` (unit rows); the cells are their Voronoi cells under cosine.
+
+    ``source``:
+
+    * ``"fitted"``: the centroids stored in the key (fitted by spherical k-means on a corpus, E2,
+      :func:`pmark_impl._centroids.fit_key_centroids`); their ``k`` is fixed by the fit;
+    * ``"random"``: ``k`` unit vectors uniform on the sphere, derived from the key
+      (``HMAC(secret, "ksemstamp/centroids/k")``) — a stand-in for k-means centroids of domain data, kept
+      for keys without a corpus (C7 holds for any cells; only the cell masses change);
+    * ``"auto"`` (default): ``"fitted"`` when the key stores centroids, else ``"random"``.
+
+    Raises:
+      PMarkValueError: ``k < 2``; a ``k`` other than the stored one (the message names it) or
+        ``"fitted"`` without stored centroids; an unknown ``source``.
+    """
+    if source not in ("auto", "fitted", "random"):
+        raise PMarkValueError(f"source must be 'auto', 'fitted' or 'random', got {source!r}")
+    k = check_positive_int("n_clusters", k, minimum=2)
+    fitted = key.fitted_centroids
+    if source == "fitted" and fitted is None:
+        raise PMarkValueError(
+            "this key stores no fitted centroids (pmark keygen --centroid-corpus builtin|FILE)"
+        )
+    if source != "random" and fitted is not None:
+        if k != fitted.k:
+            raise PMarkValueError(
+                f"the key stores k = {fitted.k} fitted centroids (corpus {fitted.corpus!r}), but "
+                f"n_clusters = {k} was asked: use n_clusters = {fitted.k} (--n-clusters {fitted.k}) "
+                "or a key fitted with that k"
+            )
+        return np.array(fitted.values)
+    c = key.numpy_rng(f"ksemstamp/centroids/{k}").standard_normal((k, key.dim))
+    return c / np.linalg.norm(c, axis=1, keepdims=True)
 
 
 def _cell_map(key: Any, settings: Any) -> tuple[Any, int]:

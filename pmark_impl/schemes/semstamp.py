@@ -17,6 +17,7 @@ from pmark_impl._limits import check_limit
 from pmark_impl.schemes._base import Option
 from pmark_impl.schemes._cells import cell_scheme
 from pmark_theory._cell_rules import lsh_cells, lsh_margin_ok
+from pmark_theory._validate import check_positive_int
 
 __all__ = ["SCHEME", "lsh_hyperplanes"]
 
@@ -25,8 +26,9 @@ _lsh_margin_ok = jax.jit(lsh_margin_ok)
 
 
 def lsh_hyperplanes(key: Any, h: int) -> np.ndarray:
-    """The key's ``h`` LSH normals float64 ``[h, d]`` (:meth:`pmark_impl.WatermarkKey.lsh_hyperplanes`)."""
-    return key.lsh_hyperplanes(h)
+    """The key's ``h`` LSH normals float64 ``[h, d]`` (iid Gaussian), from ``HMAC(secret, "semstamp/hyperplanes/h")``."""
+    h = check_positive_int("lsh_dim", h)
+    return key.numpy_rng(f"semstamp/hyperplanes/{h}").standard_normal((h, key.dim))
 
 
 def _cell_map(key: Any, settings: Any) -> tuple[Any, int]:

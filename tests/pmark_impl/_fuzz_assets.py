@@ -1,8 +1,8 @@
 """Fake models and the valid files the fuzz suite starts from (``test_fuzz_standing.py``, issue 24).
 
-:func:`install_fakes` replaces every model loader: the CLI's ``_load_encoder`` / ``_load_sampler`` by the fakes of
-:mod:`_impl_fakes` (as ``test_cli_fuzz.py`` does; any encoder name gives the 32-dimensional fake except
-:data:`DIM16`), ``pmark_impl._models.load_lm`` by a refusal, so ``demo``, the paraphrase attacks and a perplexity
+:func:`install_fakes` replaces every model loader: the CLI's ``pmark_impl.cli.models.load_encoder`` /
+``load_sampler`` by the fakes of :mod:`_impl_fakes` (as ``test_cli_fuzz.py`` does; any encoder name gives the
+32-dimensional fake except :data:`DIM16`), ``pmark_impl._models.load_lm`` by a refusal, so ``demo``, the paraphrase attacks and a perplexity
 oracle never load a real model. :func:`build_assets` makes, once per run and through ``pmark`` itself, the valid
 files the variants start from (keys of every kind, generated texts with their provenance records, a SimMark
 calibration, an evaluation folder, a claim-check report); it also warms every code path up.
@@ -30,7 +30,8 @@ PROC_PATH = "/proc/pmark-fuzz-no-such-dir/out"
 
 def install_fakes(mp: Any) -> None:
     """Fake models everywhere, through ``mp`` (a ``pytest.MonkeyPatch``)."""
-    from pmark_impl import _models, cli
+    from pmark_impl import _models
+    from pmark_impl.cli import models
 
     encoders = {
         32: FakeEncoder.random(SENTENCES, 32, seed=3),
@@ -50,8 +51,8 @@ def install_fakes(mp: Any) -> None:
     def no_lm(*_: Any, **__: Any) -> Any:
         raise OSError("real language models are disabled in the fuzz suite")
 
-    mp.setattr(cli, "_load_encoder", load_encoder)
-    mp.setattr(cli, "_load_sampler", load_sampler)
+    mp.setattr(models, "load_encoder", load_encoder)
+    mp.setattr(models, "load_sampler", load_sampler)
     mp.setattr(_models, "load_lm", no_lm)
     mp.setattr(_models, "load_default_lm", no_lm)
     mp.setattr(_models, "load_encoder", load_encoder)

@@ -330,6 +330,30 @@ def attacks_cases(draw: Any, assets: Assets) -> CliCase:
 
 
 @st.composite
+def schemes_cases(draw: Any, assets: Assets) -> CliCase:
+    """``pmark schemes``: listing, JSON, and plug-ins that must be refused (standard library, missing, unmarked)."""
+    argv = draw(
+        st.sampled_from(
+            (
+                (),
+                ("--json",),
+                ("--load", "os:path"),
+                ("--load", "no_such_module_xyz:scheme"),
+                ("--load", "pmark_impl.schemes.online:online_step"),
+                ("--load", "not a spec"),
+                ("extra",),
+                ("-h",),
+            )
+        )
+    )
+    c = Case(draw, "schemes", 0)
+    c.argv += list(argv)
+    if argv and argv[0] in ("extra", "--load"):
+        c.refuse.append("bad argument or unregistered plug-in")
+    return c.build()
+
+
+@st.composite
 def demo_cases(draw: Any, assets: Assets) -> CliCase:
     """Argument validation only: the model loaders refuse, so even a valid demo exits 2 without loading anything."""
     c = Case(draw, "demo", 8)
@@ -353,6 +377,7 @@ CLI_STRATEGIES = {
     "demo": demo_cases,
     "attacks": attacks_cases,
     "attack": attack_cases,
+    "schemes": schemes_cases,
 }
 
 __all__ = ["CLI_STRATEGIES"]

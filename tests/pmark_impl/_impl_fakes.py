@@ -93,7 +93,7 @@ def install_fake_models(monkeypatch, sentences: list[str], dim: int = 32, seed: 
     Returns the calls made to each loader (``{"encoder": [...], "sampler": [...]}``), so a test can assert
     that bad input is refused before any model loads.
     """
-    from pmark_impl import cli
+    from pmark_impl.cli import models
 
     encoder = FakeEncoder.random(sentences, dim, seed=seed)
     calls: dict[str, list] = {"encoder": [], "sampler": []}
@@ -106,8 +106,8 @@ def install_fake_models(monkeypatch, sentences: list[str], dim: int = 32, seed: 
         calls["sampler"].append(model)
         return FakeSampler(sentences)
 
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
-    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
+    monkeypatch.setattr(models, "load_encoder", load_encoder)
+    monkeypatch.setattr(models, "load_sampler", load_sampler)
     return calls
 
 

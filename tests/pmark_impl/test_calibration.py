@@ -27,7 +27,8 @@ from pmark_impl._calibrate import calibrate_key, clopper_pearson, fpr_verdict, k
 from pmark_impl._calibration import KeyCalibration, centred_text_proxies, sign_counts
 from pmark_impl._corpus import Document, held_out_texts, split_documents
 from pmark_impl._detect import detect
-from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import KeyFileError, WatermarkKey
 from pmark_impl._watermark import generate
 from pmark_theory import RULES, PMarkValueError
 from pmark_theory._centring import (

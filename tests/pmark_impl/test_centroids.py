@@ -27,8 +27,10 @@ from pmark_impl._centroids import (
 from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint
 from pmark_impl._detect import detect
-from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import KeyFileError, WatermarkKey
 from pmark_impl._watermark import generate
+from pmark_impl.schemes.ksemstamp import centroids
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import cell_function
@@ -100,23 +102,23 @@ def test_fit_key_centroids_returns_a_new_key(encoder, fitted):
 
 
 # --------------------------------------------------------------------------------------------------------------
-# key.centroids(k): stored or random.
+# centroids(key, k): stored or random.
 # --------------------------------------------------------------------------------------------------------------
 def test_centroids_come_from_the_key_file_when_stored(fitted):
     plain = _key(2)
     key = plain.with_centroids(fitted)
-    assert np.array_equal(key.centroids(4), fitted.values)
-    assert np.array_equal(key.centroids(4, source="fitted"), fitted.values)
+    assert np.array_equal(centroids(key, 4), fitted.values)
+    assert np.array_equal(centroids(key, 4, source="fitted"), fitted.values)
     # The random stand-in is unchanged and still available.
     c = plain.numpy_rng("ksemstamp/centroids/4").standard_normal((4, DIM))
-    np.testing.assert_array_equal(plain.centroids(4), c / np.linalg.norm(c, axis=1, keepdims=True))
-    np.testing.assert_array_equal(key.centroids(4, source="random"), plain.centroids(4))
+    np.testing.assert_array_equal(centroids(plain, 4), c / np.linalg.norm(c, axis=1, keepdims=True))
+    np.testing.assert_array_equal(centroids(key, 4, source="random"), centroids(plain, 4))
     with pytest.raises(PMarkValueError, match=r"stores k = 4 fitted centroids .* n_clusters = 8"):
-        key.centroids(8)
+        centroids(key, 8)
     with pytest.raises(PMarkValueError, match="stores no fitted centroids"):
-        plain.centroids(4, source="fitted")
+        centroids(plain, 4, source="fitted")
     with pytest.raises(PMarkValueError, match="source must be"):
-        key.centroids(4, source="kmeans")
+        centroids(key, 4, source="kmeans")
 
 
 def test_key_refuses_centroids_of_another_dimension(encoder):
@@ -146,7 +148,7 @@ def test_key_file_round_trip_with_centroids(tmp_path, fitted):
     }
     back = load_key(path)
     assert back == key and back.fingerprint == key.fingerprint
-    assert np.array_equal(back.centroids(4), fitted.values)  # bit for bit (repr precision)
+    assert np.array_equal(centroids(back, 4), fitted.values)  # bit for bit (repr precision)
     # The fingerprint covers the centroids: another fit is another key.
     other = _key(3).with_centroids(
         KeyCentroids(fitted.values[::-1], "fake", fitted.corpus_fingerprint, 120, 3)
@@ -238,7 +240,7 @@ def test_ksemstamp_cells_and_generation_use_the_stored_centroids(encoder, fitted
     cell_fn, m = cell_function(key, "ksemstamp", 3, 4)
     cells = np.asarray(cell_fn(emb))
     assert m == 4 and np.array_equal(cells, np.argmax(emb @ fitted.values.T, axis=1))
-    random_cells = np.argmax(emb @ key.centroids(4, source="random").T, axis=1)
+    random_cells = np.argmax(emb @ centroids(key, 4, source="random").T, axis=1)
     assert not np.array_equal(cells, random_cells)  # the fitted partition is not the random one
 
     res = generate(key, FakeSampler(SENTENCES), encoder, "", mode="ksemstamp", max_sentences=6)
@@ -279,7 +281,7 @@ def test_cli_keygen_fits_centroids_on_a_file(tmp_path, monkeypatch, capsys):
     fc = key.fitted_centroids
     assert (fc.k, fc.dim, fc.n_sentences, fc.corpus, fc.seed) == (5, DIM, 40, "corpus.txt", 0)
     assert key.fingerprint in capsys.readouterr().err
-    assert key.centroids(5).shape == (5, DIM)
+    assert centroids(key, 5).shape == (5, DIM)
 
 
 def test_cli_keygen_fits_centroids_on_the_builtin_corpus(tmp_path, monkeypatch):

@@ -16,7 +16,9 @@ import pytest
 from _impl_fakes import FakeEncoder, install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl._keys import WatermarkKey, load_key, save_key
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import WatermarkKey
+from pmark_impl.cli import models
 
 SENTENCES = universe(500)
 
@@ -267,8 +269,8 @@ def test_cli_with_the_tiny_lm_and_minilm(tmp_path, capsys, monkeypatch, tiny_lm,
     # Real components end to end (tiny enumerable LM, MiniLM): keygen → generate → detect, reproducible.
     from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 
-    monkeypatch.setattr(cli, "_load_encoder", lambda name: minilm)
-    monkeypatch.setattr(cli, "_load_sampler", lambda m, t, p: LMSentenceSampler(*tiny_lm, SamplingConfig()))
+    monkeypatch.setattr(models, "load_encoder", lambda name: minilm)
+    monkeypatch.setattr(models, "load_sampler", lambda m, t, p: LMSentenceSampler(*tiny_lm, SamplingConfig()))
     key = tmp_path / "k.json"
     assert cli.main(["keygen", "--out", str(key)]) == 0
     assert load_key(key, expected_dim=minilm.dim).encoder == minilm.name
@@ -354,8 +356,8 @@ def test_prompt_file_is_the_same_as_the_prompt_argument(tmp_path, capsys, fakes,
 
 
 def test_bad_temperature_is_not_reported_as_a_model_loading_error(monkeypatch, capsys, keyfile):
-    # The real _load_sampler: SamplingConfig is checked before any model is loaded.
-    monkeypatch.setattr(cli, "_load_encoder", lambda name: FakeEncoder(32))
+    # The real models.load_sampler: SamplingConfig is checked before any model is loaded.
+    monkeypatch.setattr(models, "load_encoder", lambda name: FakeEncoder(32))
     loads = []
     monkeypatch.setattr("pmark_impl._models.load_lm", lambda model: loads.append(model))
     assert cli.main(["generate", "--key", keyfile[0], "--temperature", "-1", "P."]) == 2
@@ -363,16 +365,16 @@ def test_bad_temperature_is_not_reported_as_a_model_loading_error(monkeypatch, c
     assert err.startswith("pmark generate: error: --temperature must be a finite number in (0, 100], got -1")
     assert err.count("\n") == 1 and "language model" not in err
     with pytest.raises(Exception, match="temperature must be a finite number > 0"):
-        cli._load_sampler(None, 0.0, None)
+        models.load_sampler(None, 0.0, None)
     assert loads == []
 
 
 def test_missing_local_model_paths_are_named_as_such(tmp_path, capsys, keyfile):
     missing = str(tmp_path / "model.gguf")
     with pytest.raises(cli.CLIError, match=r"language model file .*model\.gguf does not exist"):
-        cli._load_sampler(missing, None, None)
+        models.load_sampler(missing, None, None)
     with pytest.raises(cli.CLIError, match=r"encoder path .*nowhere does not exist"):
-        cli._load_encoder(str(tmp_path / "nowhere"))
+        models.load_encoder(str(tmp_path / "nowhere"))
     text = tmp_path / "t.txt"
     text.write_text("One. Two.")
     assert cli.main(["detect", "--key", keyfile[0], "--encoder", str(tmp_path / "nowhere"), str(text)]) == 2
@@ -398,14 +400,14 @@ def test_interrupt_exits_130_and_internal_errors_exit_1_on_one_line(tmp_path, mo
     def boom(name):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_load_encoder", boom)
+    monkeypatch.setattr(models, "load_encoder", boom)
     assert cli.main(["detect", "--key", keyfile[0], str(text)]) == 130
     assert capsys.readouterr().err == "pmark: interrupted\n"
 
     def bug(name):
         raise RuntimeError("something broke\nsecond line")
 
-    monkeypatch.setattr(cli, "_load_encoder", bug)
+    monkeypatch.setattr(models, "load_encoder", bug)
     monkeypatch.delenv("PMARK_DEBUG", raising=False)
     assert cli.main(["detect", "--key", keyfile[0], str(text)]) == 1
     err = capsys.readouterr().err
@@ -500,7 +502,7 @@ def test_library_deprecation_warnings_stay_out_of_the_output(tmp_path, monkeypat
         warnings.warn("old call", DeprecationWarning, stacklevel=2)
         return FakeEncoder.random(universe(20), 32, seed=1)
 
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
+    monkeypatch.setattr(models, "load_encoder", load_encoder)
     if debug:
         monkeypatch.setenv("PMARK_DEBUG", "1")
     else:
@@ -528,10 +530,10 @@ def test_the_cli_loaders_silence_transformers_loading_bars(monkeypatch):
     try:
         hf_logging.enable_progress_bar()
         monkeypatch.setenv("PMARK_DEBUG", "1")
-        cli._quiet_model_loading()
+        models.quiet_model_loading()
         assert hf_logging.is_progress_bar_enabled()
         monkeypatch.delenv("PMARK_DEBUG")
-        cli._quiet_model_loading()
+        models.quiet_model_loading()
         assert not hf_logging.is_progress_bar_enabled()
         assert hf_logging.get_verbosity() == hf_logging.ERROR
     finally:

@@ -24,7 +24,9 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
-from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._key_files import save_key
+from pmark_impl._keys import WatermarkKey
+from pmark_impl.cli import models
 from pmark_theory._files import (
     TEXT_LIMIT_BYTES,
     UserFileError,
@@ -69,7 +71,7 @@ def _no_hang_and_no_debug(monkeypatch):
 def fakes(monkeypatch):
     """Fake models for the default/key names; any other name goes to the real loaders (which must refuse it)."""
     encoder = FakeEncoder.random(SENTENCES, 32, seed=3)
-    real_encoder, real_sampler = cli._load_encoder, cli._load_sampler
+    real_encoder, real_sampler = models.load_encoder, models.load_sampler
 
     def load_encoder(name):
         return encoder if name in (None, "fake-encoder") else real_encoder(name)
@@ -79,8 +81,8 @@ def fakes(monkeypatch):
             return real_sampler(model, temperature, top_p)
         return FakeSampler(SENTENCES)
 
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder)
-    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
+    monkeypatch.setattr(models, "load_encoder", load_encoder)
+    monkeypatch.setattr(models, "load_sampler", load_sampler)
 
 
 # --------------------------------------------------------------------------------------------------------------

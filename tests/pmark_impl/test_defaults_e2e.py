@@ -32,9 +32,11 @@ import torch
 from scipy import stats
 
 from pmark_impl import cli
-from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._key_files import save_key
+from pmark_impl._keys import WatermarkKey
 from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 from pmark_impl._tiny import make_tiny_lm
+from pmark_impl.cli import models as cli_models
 from tests.pmark_impl.test_power_real import RICH_CORPUS, TINY_PROMPTS
 
 ALPHA = 0.01
@@ -84,8 +86,8 @@ def sampler():
 
 @pytest.fixture
 def models(monkeypatch, sampler):
-    monkeypatch.setattr(cli, "_load_encoder", lambda name, **kw: ENCODER)
-    monkeypatch.setattr(cli, "_load_sampler", lambda model, temperature, top_p, **kw: sampler)
+    monkeypatch.setattr(cli_models, "load_encoder", lambda name, **kw: ENCODER)
+    monkeypatch.setattr(cli_models, "load_sampler", lambda model, temperature, top_p, **kw: sampler)
 
 
 def _key(tmp_path, i: int) -> str:

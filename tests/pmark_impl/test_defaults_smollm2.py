@@ -26,11 +26,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl._cli_parser import build_parser, default_n_candidates
 from pmark_impl._detect import detect
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 from pmark_impl._tradeoffs import offline_expected_matches
+from pmark_impl.cli import build_parser
+from pmark_impl.cli.options import default_n_candidates
 from pmark_theory import online_bit_accuracy
 
 pytestmark = pytest.mark.slow  # ~30-60 min on 2 cores
@@ -51,24 +52,16 @@ PROMPTS = (
 
 
 def _cli_defaults(mode: str) -> dict:
-    handlers = {
-        name: (lambda args: 0)
-        for name in (
-            "keygen",
-            "generate",
-            "detect",
-            "demo",
-            "calibrate",
-            "calibrate-simmark",
-            "attacks",
-            "attack",
-        )
-    }
-    parser = build_parser(handlers, {})
+    parser = build_parser()  # parsing only: no handler runs
     gen = parser.parse_args(["generate", "--key", "k", "--mode", mode, "prompt"])
     key = parser.parse_args(["keygen", "--out", "k"])
     n = default_n_candidates(mode, gen.n)
-    return {"n": n, "T": gen.max_sentences, "offline_batch": gen.offline_batch, "b": key.channels}
+    from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
+
+    settings = cli_settings(
+        gen, cli_scheme(gen, "offline")
+    )  # the CLI's defaults for the scheme (offline: batch 16)
+    return {"n": n, "T": gen.max_sentences, "settings": settings, "b": key.channels}
 
 
 @pytest.mark.parametrize("mode", ["offline", "online"])
@@ -90,7 +83,7 @@ def test_smollm2_defaults(smollm2, minilm, mode):
             n_candidates=d["n"],
             max_sentences=d["T"],
             seed=i,
-            offline_batch=d["offline_batch"],
+            **d["settings"],
         )
         det = detect(
             key, res.text, minilm, **res.provenance().detect_kwargs(), sampler=sampler, seed=i, alpha=ALPHA

@@ -11,10 +11,12 @@ import torch
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
-from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._key_files import save_key
+from pmark_impl._keys import WatermarkKey
 from pmark_impl._models import check_device, load_encoder, load_lm
 from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 from pmark_impl._watermark import generate, sampler_device, torch_generator
+from pmark_impl.cli import models
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(200)
@@ -65,8 +67,8 @@ def fakes(monkeypatch):
         calls.append(("sampler", options))
         return FakeSampler(SENTENCES)
 
-    monkeypatch.setattr(cli, "_load_encoder", load_encoder_)
-    monkeypatch.setattr(cli, "_load_sampler", load_sampler)
+    monkeypatch.setattr(models, "load_encoder", load_encoder_)
+    monkeypatch.setattr(models, "load_sampler", load_sampler)
     return calls
 
 

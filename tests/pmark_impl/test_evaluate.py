@@ -35,6 +35,7 @@ import torch
 from scipy import stats
 
 from pmark_impl import cli
+from pmark_impl.cli import models as cli_models
 
 ROOT = Path(__file__).resolve().parents[2]
 N_DOCS = 16
@@ -64,13 +65,17 @@ _MODELS: dict[str, object] = {}
 
 
 def install_test_models(cli_module, setter=setattr) -> None:
-    """Make the CLI load the tiny LM and the bag-of-words encoder (also used by ``_evaluate_worker.py``)."""
+    """Make the CLI load the tiny LM and the bag-of-words encoder (also used by ``_evaluate_worker.py``).
+
+    ``cli_module``: the :mod:`pmark_impl.cli` package; its ``models`` module's loaders are replaced (every command
+    calls them through that module).
+    """
     from tests.pmark_impl.test_defaults_e2e import ENCODER
 
     if "sampler" not in _MODELS:
         _MODELS["sampler"] = _sampler()
-    setter(cli_module, "_load_encoder", lambda name, **kw: ENCODER)
-    setter(cli_module, "_load_sampler", lambda model, temperature, top_p, **kw: _MODELS["sampler"])
+    setter(cli_module.models, "load_encoder", lambda name, **kw: ENCODER)
+    setter(cli_module.models, "load_sampler", lambda model, temperature, top_p, **kw: _MODELS["sampler"])
 
 
 def _write_prompts(path: Path) -> Path:
@@ -187,7 +192,7 @@ def test_predicted_tpr_agrees_with_observed(report):
 
 
 def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, models, monkeypatch):
-    from pmark_impl import _cli_evaluate
+    from pmark_impl.cli import evaluate as evaluate_command
 
     def interrupting(args, world):
         def update(label, done, total):
@@ -197,7 +202,7 @@ def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, mod
         return update
 
     out = tmp_path / "resumed"
-    monkeypatch.setattr(_cli_evaluate, "_progress", interrupting)
+    monkeypatch.setattr(evaluate_command, "_progress", interrupting)
     assert _evaluate(out, prompts) == 130
     assert not (out / "results.json").exists()
     assert len(list((out / "units").rglob("*.json"))) == 5
@@ -238,8 +243,8 @@ def no_models(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a model was loaded before the input was checked")
 
-    monkeypatch.setattr(cli, "_load_encoder", refuse)
-    monkeypatch.setattr(cli, "_load_sampler", refuse)
+    monkeypatch.setattr(cli_models, "load_encoder", refuse)
+    monkeypatch.setattr(cli_models, "load_sampler", refuse)
 
 
 def _fails(capsys, out: Path, *argv: str) -> str:
@@ -336,7 +341,8 @@ def test_locked_folder_is_refused(capsys, tmp_path, prompts, models):
 
 
 def test_bad_key_files_fail_before_models(capsys, tmp_path, no_models):
-    from pmark_impl._keys import WatermarkKey, save_key
+    from pmark_impl._key_files import save_key
+    from pmark_impl._keys import WatermarkKey
 
     key = save_key(WatermarkKey.generate(np.random.default_rng(0), "enc", 8, 2), tmp_path / "k.json")
     assert "has 2 channels; the runs need b = 4" in _fails(capsys, tmp_path / "o1", "--key", str(key))

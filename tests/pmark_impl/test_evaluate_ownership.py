@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pmark_impl import cli
+from pmark_impl.cli import models
 from pmark_theory._owned import MARKER_NAME
 from tests.pmark_impl.test_evaluate import SMALL, install_test_models
 from tests.pmark_impl.test_power_real import RICH_CORPUS
@@ -49,9 +50,9 @@ def loads(monkeypatch) -> list[str]:
     """The test models, counting every load (a refusal must come before any)."""
     install_test_models(cli, monkeypatch.setattr)
     calls: list[str] = []
-    enc, lm = cli._load_encoder, cli._load_sampler
-    monkeypatch.setattr(cli, "_load_encoder", lambda *a, **k: calls.append("encoder") or enc(*a, **k))
-    monkeypatch.setattr(cli, "_load_sampler", lambda *a, **k: calls.append("lm") or lm(*a, **k))
+    enc, lm = models.load_encoder, models.load_sampler
+    monkeypatch.setattr(models, "load_encoder", lambda *a, **k: calls.append("encoder") or enc(*a, **k))
+    monkeypatch.setattr(models, "load_sampler", lambda *a, **k: calls.append("lm") or lm(*a, **k))
     return calls
 
 

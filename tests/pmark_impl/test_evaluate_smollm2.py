@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from pmark_impl import cli
+from pmark_impl.cli import models
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +42,8 @@ def test_offline_tpr_and_token_cost_on_smollm2(tmp_path, smollm2, minilm, monkey
     from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 
     sampler = LMSentenceSampler(*smollm2, SamplingConfig())
-    monkeypatch.setattr(cli, "_load_sampler", lambda model, temperature, top_p, **kw: sampler)
-    monkeypatch.setattr(cli, "_load_encoder", lambda name, **kw: minilm)
+    monkeypatch.setattr(models, "load_sampler", lambda model, temperature, top_p, **kw: sampler)
+    monkeypatch.setattr(models, "load_encoder", lambda name, **kw: minilm)
     off, on = tmp_path / "offline", tmp_path / "online"
     assert cli.main(["evaluate", "--schemes", "offline", "--limit", "10", "--out", str(off), *COMMON]) == 0
     assert cli.main(["evaluate", "--schemes", "online", "--limit", "3", "--out", str(on), *COMMON]) == 0

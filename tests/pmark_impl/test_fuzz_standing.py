@@ -48,6 +48,7 @@ CLI_EXAMPLES = {
     "detect": 90,
     "demo": 15,
     "attacks": 6,
+    "schemes": 8,
     "attack": 70,
     "calibrate": 22,
     "calibrate-simmark": 25,

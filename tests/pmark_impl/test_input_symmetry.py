@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from pmark_impl import _limits, cli
 from pmark_impl._centroids import KeyCentroids
 from pmark_impl._corpus import read_corpus
-from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import KeyFileError, WatermarkKey
 from pmark_impl._provenance import ProvenanceError, load_provenance
 from pmark_impl._simmark_calibration import (
     SimMarkCalibration,

@@ -42,10 +42,12 @@ from scipy import stats
 
 from pmark_impl import _detect_stats
 from pmark_impl._calibrate import calibrate_key
-from pmark_impl._calibration import KeyCalibration, calibration_from_json, resolve_test
+from pmark_impl._calibration import KeyCalibration, calibration_from_json
 from pmark_impl._corpus import Document
 from pmark_impl._detect import detect, detect_many
-from pmark_impl._keys import KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl._detect_tests import resolve_test
+from pmark_impl._key_files import load_key, save_key
+from pmark_impl._keys import KeyFileError, WatermarkKey
 from pmark_impl._watermark import generate
 from pmark_theory._per_key_soft import band_match_bounds, pool_counts
 from pmark_theory._validate import PMarkValueError

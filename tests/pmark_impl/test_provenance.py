@@ -19,7 +19,8 @@ from scipy import stats
 
 from pmark_impl import cli
 from pmark_impl._detect import detect
-from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._key_files import save_key
+from pmark_impl._keys import WatermarkKey
 from pmark_impl._provenance import (
     PROVENANCE_NOTE,
     ProvenanceError,

@@ -20,7 +20,9 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
 from pmark_impl._detect import detect
-from pmark_impl._keys import KeyFileError, load_key
+from pmark_impl._key_files import load_key
+from pmark_impl._keys import KeyFileError
+from pmark_impl.cli import models
 
 SENTENCES = universe(400)
 
@@ -47,8 +49,8 @@ def _leaks(text: str, secret: bytes, raw_field: str) -> list[str]:
 @pytest.fixture
 def fakes(monkeypatch):
     encoder = FakeEncoder.random(SENTENCES, 32, seed=3, name="fake-encoder")
-    monkeypatch.setattr(cli, "_load_encoder", lambda name: encoder)
-    monkeypatch.setattr(cli, "_load_sampler", lambda model, temperature, top_p: FakeSampler(SENTENCES))
+    monkeypatch.setattr(models, "load_encoder", lambda name: encoder)
+    monkeypatch.setattr(models, "load_sampler", lambda model, temperature, top_p: FakeSampler(SENTENCES))
     return encoder
 
 

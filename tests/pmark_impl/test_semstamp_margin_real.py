@@ -14,9 +14,13 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
-from pmark_impl._keys import WatermarkKey, save_key
+from pmark_impl._key_files import save_key
+from pmark_impl._keys import WatermarkKey
 from pmark_impl._provenance import load_provenance
 from pmark_impl._watermark import generate
+from pmark_impl.cli import models
+from pmark_impl.schemes.ksemstamp import centroids
+from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._validate import PMarkValueError
 
 DIM = 16
@@ -33,16 +37,16 @@ def _unit(x):
 
 def _clear(mode, key, emb, margin, lsh_dim=3, n_clusters=8):
     if mode == "semstamp":
-        return np.min(np.abs(_unit(emb) @ _unit(key.lsh_hyperplanes(lsh_dim)).T), axis=1) >= margin
-    s = np.sort(_unit(emb) @ _unit(key.centroids(n_clusters)).T, axis=1)
+        return np.min(np.abs(_unit(emb) @ _unit(lsh_hyperplanes(key, lsh_dim)).T), axis=1) >= margin
+    s = np.sort(_unit(emb) @ _unit(centroids(key, n_clusters)).T, axis=1)
     return s[:, -1] - s[:, -2] >= margin
 
 
 def _cells(mode, key, emb, lsh_dim=3, n_clusters=8):
     if mode == "semstamp":
-        bits = (emb @ key.lsh_hyperplanes(lsh_dim).T > 0).astype(int)
+        bits = (emb @ lsh_hyperplanes(key, lsh_dim).T > 0).astype(int)
         return bits @ (2 ** np.arange(lsh_dim - 1, -1, -1))
-    return np.argmax(_unit(emb) @ _unit(key.centroids(n_clusters)).T, axis=1)
+    return np.argmax(_unit(emb) @ _unit(centroids(key, n_clusters)).T, axis=1)
 
 
 @pytest.fixture
@@ -146,8 +150,8 @@ def test_margin_with_a_pmark_mode_is_refused():
 def cli_world(monkeypatch, tmp_path):
     sentences = universe(300)
     encoder = FakeEncoder.random(sentences, DIM, seed=3)
-    monkeypatch.setattr(cli, "_load_encoder", lambda name, **_: encoder)
-    monkeypatch.setattr(cli, "_load_sampler", lambda m, t, p, **_: FakeSampler(sentences))
+    monkeypatch.setattr(models, "load_encoder", lambda name, **_: encoder)
+    monkeypatch.setattr(models, "load_sampler", lambda m, t, p, **_: FakeSampler(sentences))
     import pmark_impl._watermark as wm
 
     seen = []

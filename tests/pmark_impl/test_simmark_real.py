@@ -225,20 +225,15 @@ def test_step_fallback_and_no_previous_sentence():
 
 
 def test_cli_calibrate_simmark_and_detect(tmp_path, monkeypatch, capsys):
-    from pmark_impl import cli
-    from pmark_impl._cli_files import CLIError
-    from pmark_impl._cli_simmark import (
-        add_calibrate_simmark_parser,
-        add_simmark_detect_arguments,
-        cmd_calibrate_simmark,
-        cmd_detect_simmark,
-    )
-    from pmark_impl._cli_util import OneLineArgumentParser, float_type, int_type
+    from pmark_impl.cli import calibrate_simmark, models
+    from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments, cmd_detect_simmark
+    from pmark_impl.cli.files import CLIError
+    from pmark_impl.cli.options import OneLineArgumentParser
 
-    monkeypatch.setattr(cli, "_load_encoder", lambda name, **kw: _CircleEncoder())
+    monkeypatch.setattr(models, "load_encoder", lambda name, **kw: _CircleEncoder())
     parser = OneLineArgumentParser(prog="pmark")
     sub = parser.add_subparsers(dest="command")
-    add_calibrate_simmark_parser(sub, cmd_calibrate_simmark, float_type, int_type)
+    calibrate_simmark.add_parser(sub)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(
         "\n\n".join(" ".join(_angle(a + d) for a in range(0, 300, 20)) for d in range(4)), encoding="utf-8"
@@ -387,22 +382,22 @@ def test_null_pvalues_are_uniform_or_conservative(rich_sampler, encoder):
 def test_argparse_namespace_of_detect_helper_defaults():
     # cmd_detect_simmark reads optional attributes with defaults (the lead's detect parser may lack them).
     ns = argparse.Namespace(simmark_calibration=None, alpha=0.01)
-    from pmark_impl._cli_files import CLIError
-    from pmark_impl._cli_simmark import cmd_detect_simmark
+    from pmark_impl.cli.calibrate_simmark import cmd_detect_simmark
+    from pmark_impl.cli.files import CLIError
 
     with pytest.raises(CLIError):
         cmd_detect_simmark(ns, "A. B.", None)
 
 
 def test_cli_detect_follows_a_simmark_provenance_record(tmp_path, monkeypatch, capsys):
-    from pmark_impl import cli
-    from pmark_impl._cli_files import CLIError
-    from pmark_impl._cli_scheme import cli_settings
-    from pmark_impl._cli_simmark import run_detect_simmark
     from pmark_impl._provenance import provenance_path, save_provenance
+    from pmark_impl.cli import models
+    from pmark_impl.cli.calibrate_simmark import run_detect_simmark
+    from pmark_impl.cli.files import CLIError
+    from pmark_impl.cli.scheme_options import cli_settings
     from pmark_impl.schemes import get_scheme
 
-    monkeypatch.setattr(cli, "_load_encoder", lambda name, **kw: _CircleEncoder())
+    monkeypatch.setattr(models, "load_encoder", lambda name, **kw: _CircleEncoder())
     enc = _CircleEncoder()
     lo, hi = math.cos(math.radians(50)), math.cos(math.radians(40))
     key = WatermarkKey.generate(np.random.default_rng(0), "circle", 2, 1)
@@ -433,7 +428,7 @@ def test_cli_detect_follows_a_simmark_provenance_record(tmp_path, monkeypatch, c
 
 
 def test_wants_simmark_detection(tmp_path):
-    from pmark_impl._cli_simmark import wants_simmark_detection
+    from pmark_impl.cli.calibrate_simmark import wants_simmark_detection
 
     base = {"file": str(tmp_path / "none.txt"), "provenance": None, "no_provenance": False}
     assert wants_simmark_detection(argparse.Namespace(**base, mode="simmark", simmark_calibration=None))

@@ -18,6 +18,7 @@ from _impl_fakes import FakeEncoder, FakeSampler, ScriptedSampler, universe
 from pmark_impl._keys import WatermarkKey
 from pmark_impl._segment import split_sentences
 from pmark_impl._watermark import MODES, GenerationResult, StepInfo, context_for, generate
+from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._offline import offline_factor
 from pmark_theory._rules import online_select, signs
 from pmark_theory._validate import PMarkValueError
@@ -131,7 +132,7 @@ def test_semstamp_law_with_retries_and_fallback_matches_c6(monkeypatch):
     # SemStamp, fixed green set S = {cell 1}, N = 2, max_trials = 2: enumerate all 3^4 candidate sequences.
     # C6 with fallback after T batches: P(s) [(1 - (1-Q)^(NT))/Q 1{u in S} + (1-Q)^(NT-1) 1{u not in S}].
     key = _key(3, dim=5, channels=2)
-    normal = key.lsh_hyperplanes(1)[0]
+    normal = lsh_hyperplanes(key, 1)[0]
     table = {"R0.": -normal, "G1.": normal, "G2.": 2 * normal}
     probs = {"R0.": 0.6, "G1.": 0.15, "G2.": 0.25}
     green = {"R0.": False, "G1.": True, "G2.": True}

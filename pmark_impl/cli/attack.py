@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from pmark_impl._cli_files import check_paths, read_text, write_text
 from pmark_impl.attacks._params import collect_params, parse_param_value, show
+from pmark_impl.cli.files import check_paths, read_text, write_text
+from pmark_impl.cli.options import SEED
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["HUMAN_PARAM", "add_attack_parsers", "cmd_attack", "cmd_attacks", "parse_params"]
+__all__ = ["HUMAN_PARAM", "add_parsers", "cmd_attack", "cmd_attacks", "parse_params"]
 
 #: The parameter ``--human-file`` sets, per built-in attack (a plug-in gets ``human``).
 HUMAN_PARAM = {"sentence-insert": "sentences", "copy-paste": "human"}
@@ -97,18 +97,13 @@ def cmd_attack(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_attack_parsers(
-    sub: Any,
-    attacks_handler: Callable[[argparse.Namespace], int],
-    attack_handler: Callable[[argparse.Namespace], int],
-    seed_type: Any,
-) -> None:
-    """Add the ``attacks`` and ``attack`` subcommands to ``sub`` (``seed_type``: the range-checked ``--seed``)."""
+def add_parsers(sub: Any) -> None:
+    """Add the ``attacks`` and ``attack`` subcommands to ``sub``."""
     p = sub.add_parser(
         "attacks", help="list the registered text attacks and their parameters (docs/attacks.md)"
     )
     p.add_argument("--json", action="store_true", help="print the list as JSON")
-    p.set_defaults(func=attacks_handler)
+    p.set_defaults(func=cmd_attacks)
 
     p = sub.add_parser("attack", help="apply a registered text attack to FILE (deterministic given --seed)")
     p.add_argument("name", metavar="NAME", help="attack name (see 'pmark attacks') or module:function")
@@ -122,9 +117,9 @@ def add_attack_parsers(
     p.add_argument(
         "--human-file", default=None, metavar="F", help="human text for sentence-insert / copy-paste"
     )
-    p.add_argument("--seed", type=seed_type, default=0, help="seed of the attack's generator (default 0)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the attack's generator (default 0)")
     p.add_argument(
         "--out", default=None, metavar="FILE", help="write the attacked text here (default: stdout)"
     )
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
-    p.set_defaults(func=attack_handler)
+    p.set_defaults(func=cmd_attack)

@@ -24,16 +24,17 @@ import argparse
 import sys
 from typing import Any
 
-from pmark_theory._validate import PMarkValueError
+from pmark_impl.cli import evaluate_inputs, models
+from pmark_impl.cli.evaluate_inputs import DEFAULT_ATTACKS
+from pmark_impl.cli.options import SEED, float_type, int_type
 
-__all__ = ["add_evaluate_parser", "cmd_evaluate"]
+__all__ = ["DEFAULT_ATTACKS", "add_parser", "cmd_evaluate"]
 
 DEFAULT_OUT = "pmark-evaluation"
 DEFAULT_SCHEMES = "online,offline,none"
-DEFAULT_ATTACKS = ("word-delete:rate=0.15",)
 
 
-def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, seed_type: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Add the ``evaluate`` subcommand to ``sub`` (size bounds from :mod:`pmark_impl._limits`, as in generate)."""
     from pmark_impl._limits import (
         MAX_CANDIDATES,
@@ -166,11 +167,9 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
     g.add_argument(
         "--key", default=None, metavar="KEY", help="a key file (default: an evaluation key from --key-seed)"
     )
-    g.add_argument("--key-seed", type=seed_type, default=0, help="seed of the evaluation key (default 0)")
+    g.add_argument("--key-seed", type=SEED, default=0, help="seed of the evaluation key (default 0)")
     g = p.add_argument_group("run")
-    g.add_argument(
-        "--seed", type=seed_type, default=0, help="base seed of texts, attacks, detection (default 0)"
-    )
+    g.add_argument("--seed", type=SEED, default=0, help="base seed of texts, attacks, detection (default 0)")
     g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})")
     g.add_argument(
         "--force",
@@ -178,156 +177,7 @@ def add_evaluate_parser(sub: Any, handler: Any, float_type: Any, int_type: Any, 
         help="replace an evaluation with other settings in --out (only the files pmark wrote there are deleted)",
     )
     g.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=handler)
-
-
-def _runs(args: argparse.Namespace) -> tuple[Any, ...]:
-    from pmark_impl.evaluate._config import build_runs, parse_attacks, parse_grid
-
-    schemes = [s.strip() for s in str(args.schemes).split(",") if s.strip()]
-    attacks = [a for spec in (args.attack or DEFAULT_ATTACKS) for a in parse_attacks(spec)]
-    grid = parse_grid(args.grid) if args.grid is not None else None
-    from pmark_impl._cli_scheme import parse_set
-    from pmark_impl.schemes._settings import known_options
-
-    options = {name: getattr(args, name) for name in known_options() if getattr(args, name, None) is not None}
-    for name, value in parse_set(getattr(args, "scheme_set", None)).items():
-        if name in options:
-            raise PMarkValueError(f"{name} is given both as a flag and with --set")
-        options[name] = value
-    from pmark_impl.schemes import get_scheme
-
-    for name in schemes:  # pmark generate's defaults (an option's cli_default) for the schemes that have them
-        try:
-            scheme = None if name == "none" else get_scheme(name)
-        except PMarkValueError:
-            continue  # build_runs names it
-        for opt in () if scheme is None else scheme.options:
-            if opt.cli_default is not None and options.get(opt.name) is None:
-                options[opt.name] = opt.cli_default
-    return build_runs(schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, **options)
-
-
-def _device(args: argparse.Namespace, world: Any) -> str | None:
-    from pmark_impl._cli_parser import _device as parse_device
-
-    if args.device is None:
-        return None
-    try:
-        device = parse_device(args.device)
-    except argparse.ArgumentTypeError as exc:
-        from pmark_impl._cli_files import CLIError
-
-        raise CLIError(f"--device: {exc}") from None
-    if device == "cuda" and world.distributed:
-        return f"cuda:{world.local_rank}"
-    return device
-
-
-def _key_file(args: argparse.Namespace, channels: int) -> Any:
-    """The key of ``--key`` (``None`` without it), checked before any model is loaded."""
-    if args.key is None:
-        return None
-    from pmark_impl._keys import KeyFileError, load_key
-
-    key = load_key(args.key)  # a missing / corrupt / insecure key file fails here
-    if key.channels < channels:
-        raise KeyFileError(f"key file {args.key} has {key.channels} channels; the runs need b = {channels}")
-    return key
-
-
-def _check_settings(runs: Any, key: Any) -> None:
-    """Each run's settings against its scheme's rules with the key at hand (a SemStamp green size ``round(γ M)``
-    within ``1..M-1`` for ``M`` cells: the key's fitted ``k`` by default), before the folder is made or a model loads.
-
-    Without ``--key`` the evaluation key is made later from ``--key-seed``; a key of the same kind (fresh, without
-    fitted centroids) stands in for it here.
-    """
-    import numpy as np
-
-    from pmark_impl._keys import WatermarkKey
-    from pmark_impl.schemes import get_scheme, resolve_settings
-
-    if key is None:
-        key = WatermarkKey.generate(np.random.default_rng(0), "stand-in", 2, 1)
-    for run in runs:
-        if run.scheme == "none":
-            continue
-        try:
-            resolve_settings(get_scheme(run.scheme), dict(run.settings), key=key)
-        except PMarkValueError as exc:
-            raise PMarkValueError(f"run {run.run_id}: {exc}") from None
-
-
-def _key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any:
-    """``key`` (from :func:`_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
-    import numpy as np
-
-    from pmark_impl._keys import KeyFileError, WatermarkKey
-
-    if key is None:  # an evaluation key: reproducible from --key-seed, never saved
-        return WatermarkKey.generate(
-            np.random.default_rng(args.key_seed), encoder.name, encoder.dim, channels
-        )
-    if key.dim != int(encoder.dim):
-        raise KeyFileError(f"key file {args.key} is for dimension {key.dim}, the encoder has {encoder.dim}")
-    return key
-
-
-def _calibrations(args: argparse.Namespace, encoder: Any, runs: Any) -> dict[str, Any]:
-    """The detector calibration of each run's scheme that declares one: ``--calibration SCHEME=FILE``, else
-    fitted on the built-in corpus with the run's settings (``SchemeCalibration.fit``)."""
-    from pmark_impl._corpus import builtin_documents
-    from pmark_impl.schemes import get_scheme, resolve_settings
-
-    files = dict(_calibration_files(args))
-    out: dict[str, Any] = {}
-    for run in runs:
-        if run.scheme == "none":
-            continue
-        scheme = get_scheme(run.scheme)
-        cal = scheme.calibration
-        if cal is None or cal.stored_in != "detector" or scheme.name in out:
-            continue
-        if scheme.name in files:
-            out[scheme.name] = cal.load(files[scheme.name])
-        else:
-            settings = resolve_settings(scheme, dict(run.settings))
-            out[scheme.name] = cal.fit(encoder, builtin_documents(), settings)
-    return out
-
-
-def _check_calibration_names(args: argparse.Namespace, runs: Any) -> None:
-    """Refuse, before any model loads, a calibration for a scheme that no run uses or that has none."""
-    from pmark_impl._cli_files import CLIError
-    from pmark_impl.schemes import get_scheme
-
-    wanted = set()
-    for run in runs:
-        cal = None if run.scheme == "none" else get_scheme(run.scheme).calibration
-        if cal is not None and cal.stored_in == "detector":
-            wanted.add(run.scheme)
-    for name, _ in _calibration_files(args):
-        if name not in wanted:
-            raise CLIError(
-                f"a calibration is given for {name!r}, but no run's scheme has a detector calibration by that name"
-            )
-
-
-def _calibration_files(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """``(scheme, file)`` of ``--calibration SCHEME=FILE`` and ``--simmark-calibration FILE``."""
-    from pmark_impl._cli_files import CLIError
-
-    pairs = [("simmark", args.simmark_calibration)] if args.simmark_calibration else []
-    for item in args.calibration or []:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise CLIError(f"--calibration needs SCHEME=FILE, got {item[:60]!r}")
-        pairs.append((name, path))
-    names = [n for n, _ in pairs]
-    if len(set(names)) != len(names):
-        raise CLIError("a scheme's calibration is given twice")
-    return pairs
+    p.set_defaults(func=cmd_evaluate)
 
 
 def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple[Any, Any] | None:
@@ -368,7 +218,6 @@ def _progress(args: argparse.Namespace, world: Any) -> Any:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run ``pmark evaluate`` (see the module docstring); prints where the report is."""
-    from pmark_impl import cli
     from pmark_impl.evaluate._config import EvalConfig
     from pmark_impl.evaluate._distributed import finish, start, world_from_env
     from pmark_impl.evaluate._folder import check_ours
@@ -377,7 +226,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from pmark_impl.evaluate._units import EvalContext
 
     world = world_from_env()
-    runs = _runs(args)  # every user error before a model is loaded
+    runs = evaluate_inputs.parse_runs(args)  # every user error before a model is loaded
     config = EvalConfig(runs, max_sentences=args.max_sentences, seed=args.seed)
     documents = read_prompts(
         args.prompts,
@@ -387,15 +236,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         limit=args.limit,
         min_sentences=args.min_sentences,
     )
-    key_file = _key_file(args, config.max_channels)
-    _check_settings(runs, key_file)
-    _check_calibration_names(args, runs)
+    key_file = evaluate_inputs.read_key_file(args, config.max_channels)
+    evaluate_inputs.check_settings(runs, key_file)
+    evaluate_inputs.check_calibration_names(args, runs)
     check_ours(args.out)  # a folder pmark did not write is refused before any model loads (writes nothing)
-    device = _device(args, world)
+    device = evaluate_inputs.evaluation_device(args, world)
     dev = {"device": device} if device else {}
-    encoder = cli._load_encoder(args.encoder, **dev)
-    key = _key(args, key_file, encoder, config.max_channels)
-    sampler = cli._load_sampler(args.model, args.temperature, args.top_p, **dev)
+    encoder = models.load_encoder(args.encoder, **dev)
+    key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
+    sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dev)
     if args.model is None:
         from pmark_impl._models import DEFAULT_LM_NAME
 
@@ -414,7 +263,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         sampler=sampler,
         encoder=encoder,
         oracle=_oracle(args, sampler, device),
-        calibrations=_calibrations(args, encoder, runs),
+        calibrations=evaluate_inputs.calibrations(args, encoder, runs),
         model_name=model_name,
     )
     sampling = getattr(sampler, "config", None)

@@ -14,7 +14,7 @@
 
 ``generate --out TEXT`` also writes the provenance record ``TEXT.pmark.json`` (mode, N, b, seed, models,
 prompt, key fingerprint, per-sentence steps; :mod:`pmark_impl._provenance`); ``detect TEXT`` follows it, and a
-flag that contradicts it is an error (:mod:`pmark_impl._cli_provenance`).
+flag that contradicts it is an error (:mod:`pmark_impl.cli.provenance`).
     pmark check …  → proofs_checks.cli:main(argv)   (commands of other packages, imported lazily)
     pmark --version                                  (prints ``pmark <version>`` of the pmark-toolkit distribution)
 
@@ -30,7 +30,7 @@ User files are read through :mod:`pmark_theory._files`: at most a fixed number o
 outputs are written atomically (keys with mode 0600).
 
 Before any model loads and before any generation, calibration or write, every command checks ALL of its paths
-at once (:func:`pmark_impl._cli_files.check_paths`, rules in :mod:`pmark_theory._paths`): an output that is the
+at once (:func:`pmark_impl.cli.files.check_paths`, rules in :mod:`pmark_theory._paths`): an output that is the
 same file as an input (key, text, prompt file, corpus) or as another output (``--out X --provenance X``) —
 by resolved path or by inode, so symbolic and hard links count — is refused even with ``--force``; an output
 ending with a path separator or naming a directory is refused (a trailing slash means a directory); an output
@@ -40,14 +40,17 @@ removing a probe file) is refused with one line. ``detect`` refuses choices dete
 with another mode, ``--test`` with SimMark) right after the key is read, before the encoder loads. A write
 that still fails later (disk full) is one line naming the file, never a raw ``[Errno …]``.
 
-This module holds ``main``, the model loaders (module-level functions, so tests can substitute fakes) and
-:func:`build_parser`; the handlers live beside it (``keygen``, ``demo``, ``generate``, ``detect``:
-:mod:`pmark_impl._cli_commands`; ``calibrate``: :mod:`pmark_impl._cli_calibrate`; ``evaluate``:
-:mod:`pmark_impl._cli_evaluate`; ``attack(s)``: :mod:`pmark_impl._cli_attacks`; ``calibrate-simmark``:
-:mod:`pmark_impl._cli_simmark`) and call the loaders through this module (``cli._load_encoder``, …).
+This package holds ``main`` and :func:`build_parser` here, one module per command, each with its parser and its
+handler (:mod:`~pmark_impl.cli.keygen`, :mod:`~pmark_impl.cli.generate`, :mod:`~pmark_impl.cli.detect`,
+:mod:`~pmark_impl.cli.demo`, :mod:`~pmark_impl.cli.schemes`, :mod:`~pmark_impl.cli.attack` (``attack`` and
+``attacks``), :mod:`~pmark_impl.cli.calibrate`, :mod:`~pmark_impl.cli.calibrate_simmark`,
+:mod:`~pmark_impl.cli.evaluate`), and the modules they share: :mod:`~pmark_impl.cli.models` (the model loaders,
+which every command calls through that module, so tests can substitute fakes), :mod:`~pmark_impl.cli.files`,
+:mod:`~pmark_impl.cli.options`, :mod:`~pmark_impl.cli.provenance` and :mod:`~pmark_impl.cli.scheme_options`.
 
-To add a subcommand: write ``cmd_x(args) -> int`` in a ``_cli_*`` module and register it in
-:func:`build_parser`; to forward a command to another package, add it to :data:`EXTERNAL_COMMANDS`.
+To add a subcommand: write a module with ``add_parser(sub)`` and its handler ``cmd_x(args) -> int``, and call its
+``add_parser`` in :func:`build_parser`; to forward a command to another package, add it to
+:data:`EXTERNAL_COMMANDS`.
 """
 
 from __future__ import annotations
@@ -61,13 +64,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from pmark_impl import _cli_parser
-from pmark_impl._cli_commands import cmd_demo as _cmd_demo
-from pmark_impl._cli_commands import cmd_detect as _cmd_detect
-from pmark_impl._cli_commands import cmd_generate as _cmd_generate
-from pmark_impl._cli_commands import cmd_keygen as _cmd_keygen
-from pmark_impl._cli_files import PROMPT_LIMIT_BYTES, CLIError
-from pmark_impl._cli_util import one_line
+from pmark_impl.cli import models
+from pmark_impl.cli.files import PROMPT_LIMIT_BYTES, CLIError
+from pmark_impl.cli.options import OneLineArgumentParser, one_line, toolkit_version
 
 __all__ = ["EXTERNAL_COMMANDS", "PROMPT_LIMIT_BYTES", "CLIError", "build_parser", "main"]
 
@@ -97,108 +96,38 @@ EXIT_INTERNAL = 1
 EXIT_INTERRUPTED = 130
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Model loading (module-level functions so tests can substitute fakes).
-# --------------------------------------------------------------------------------------------------------------
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
-
-
-def _quiet_model_loading() -> None:
-    """Keep transformers' loading bars and log lines ("Loading weights", advisory notices) out of the user's
-    output; ``PMARK_DEBUG=1`` keeps them. Called by the CLI's loaders only (the library API leaves them alone)."""
-    if _debug():
-        return
-    with contextlib.suppress(ImportError):
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-
-
-def _load_encoder(name: str | None, **device: Any) -> Any:
-    """The sentence encoder ``name`` (``None``: the offline default), on ``device=`` if given."""
-    _quiet_model_loading()
-    try:
-        from pmark_impl._models import load_encoder
-
-        return load_encoder(name, **device)
-    except (OSError, ImportError, ValueError) as exc:
-        raise CLIError(f"cannot load encoder {name or '(default)'!r}: {_first_line(exc)}") from None
-
-
-def _load_sampler(model: str | None, temperature: float | None, top_p: float | None, **options: Any) -> Any:
-    """An ``LMSentenceSampler`` over the LM ``model`` (``None``: the offline default).
-
-    The sampling settings are checked first (a bad ``--temperature`` is reported as such, not as a model
-    that cannot be loaded). ``options``: ``device=`` (the model's device) and ``max_sentence_tokens=``.
-    """
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-
-    settings = (
-        ("temperature", temperature),
-        ("top_p", top_p),
-        ("max_sentence_tokens", options.get("max_sentence_tokens")),
-    )
-    config = SamplingConfig(**{k: v for k, v in settings if v is not None})  # PMarkValueError -> exit 2
-    device = {"device": options["device"]} if options.get("device") is not None else {}
-    try:
-        from pmark_impl._models import load_lm
-
-        _quiet_model_loading()
-
-        lm, tokenizer = load_lm(model, **device)
-    except (OSError, ImportError, ValueError) as exc:
-        raise CLIError(f"cannot load language model {model or '(default)'!r}: {_first_line(exc)}") from None
-    return LMSentenceSampler(lm, tokenizer, config)
-
-
-def _encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) -> Any:
-    from pmark_impl._keys import KeyFileError
-
-    encoder = _load_encoder(name or key.encoder, **device)
-    if int(encoder.dim) != key.dim:
-        raise KeyFileError(
-            f"key file {key_path} was made for a {key.dim}-dimensional encoder ({key.encoder!r}), "
-            f"but encoder {getattr(encoder, 'name', name)!r} has dimension {encoder.dim}"
-        )
-    if name and name != key.encoder:
-        print(
-            f"pmark: warning: the key was made for encoder {key.encoder!r}, using {name!r}", file=sys.stderr
-        )
-    return encoder
-
-
-def _progress_bar(total: int, desc: str) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sentence", file=sys.stderr, disable=None, leave=False)
-
-
-# --------------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (subcommands ``keygen``, ``generate``, ``detect``, ``demo`` and :data:`EXTERNAL_COMMANDS`).
+    """The argument parser: every subcommand (each module's ``add_parser``) and :data:`EXTERNAL_COMMANDS`.
 
-    Errors are one line; every number is range-checked (:mod:`pmark_impl._cli_parser`).
+    Errors are one line; every number is range-checked (:mod:`pmark_impl.cli.options`).
     """
-    from pmark_impl._cli_attacks import cmd_attack, cmd_attacks
-    from pmark_impl._cli_calibrate import cmd_calibrate
-    from pmark_impl._cli_evaluate import cmd_evaluate
-    from pmark_impl._cli_simmark import cmd_calibrate_simmark
+    from pmark_impl.cli import (
+        attack,
+        calibrate,
+        calibrate_simmark,
+        demo,
+        detect,
+        evaluate,
+        generate,
+        keygen,
+        schemes,
+    )
 
-    handlers = {
-        "keygen": _cmd_keygen,
-        "generate": _cmd_generate,
-        "demo": _cmd_demo,
-        "detect": _cmd_detect,
-        "attacks": cmd_attacks,
-        "attack": cmd_attack,
-        "calibrate": cmd_calibrate,
-        "calibrate-simmark": cmd_calibrate_simmark,
-        "evaluate": cmd_evaluate,
-    }
-    return _cli_parser.build_parser(handlers, EXTERNAL_COMMANDS)
+    parser = OneLineArgumentParser(prog="pmark", description="PMark semantic watermarking on a real LLM.")
+    parser.add_argument("--version", action="version", version=f"pmark {toolkit_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    keygen.add_parser(sub)
+    generate.add_parser(sub)
+    demo.add_parser(sub)
+    detect.add_parser(sub)
+    schemes.add_parser(sub)
+    attack.add_parsers(sub)
+    calibrate.add_parser(sub)
+    calibrate_simmark.add_parser(sub)
+    evaluate.add_parser(sub)
+    for name, (_module, _fn, help_text) in EXTERNAL_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
 
 
 def _run_external(name: str, argv: list[str]) -> int:
@@ -215,10 +144,6 @@ def _run_external(name: str, argv: list[str]) -> int:
         raise
     kwargs = _EXTERNAL_KWARGS[name]() if name in _EXTERNAL_KWARGS else {}
     return int(getattr(module, fn_name)(argv, **kwargs) or 0)
-
-
-def _debug() -> bool:
-    return os.environ.get("PMARK_DEBUG", "") not in ("", "0")
 
 
 def _run(argv: list[str]) -> int:
@@ -239,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             if (
-                not _debug()
+                not models.debug()
             ):  # libraries' deprecation notices are not the user's business (PMARK_DEBUG=1 shows them)
                 warnings.simplefilter("ignore", FutureWarning)
                 warnings.simplefilter("ignore", DeprecationWarning)
@@ -266,20 +191,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, (KeyFileError, PMarkValueError)):  # our messages: print them whole
             print(f"pmark: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_USAGE
-        if _debug():
+        if models.debug():
             raise
-        print(f"pmark: error: {one_line(_first_line(exc))}", file=sys.stderr)
+        print(f"pmark: error: {one_line(models.first_line(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        if _debug():
+        if models.debug():
             raise
         print(
-            f"pmark: error: {type(exc).__name__}: {one_line(_first_line(exc))} "
+            f"pmark: error: {type(exc).__name__}: {one_line(models.first_line(exc))} "
             "(an internal error; set PMARK_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

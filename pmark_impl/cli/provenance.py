@@ -1,6 +1,6 @@
 """Command-line glue of provenance and devices: ``pmark generate`` writes the record, ``pmark detect`` follows it.
 
-Kept out of :mod:`pmark_impl.cli` so that its handlers stay thin. ``generate``: the record goes to
+Kept out of the command modules so that their handlers stay thin. ``generate``: the record goes to
 ``--provenance FILE`` or, with ``--out TEXT``, to ``TEXT.pmark.json`` (both checked before any model is loaded,
 never overwritten without ``--force``). ``detect``: ``--provenance FILE``, else ``FILE.pmark.json`` beside the
 text when it exists (``--no-provenance`` ignores it); its mode, channels, prompt, ``N``, encoder, model, sampler
@@ -141,7 +141,7 @@ _RECORD_ONLY = ("mode", "prompt", "channels", "n_candidates")
 
 def _setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
     """``setting -> (flag, value)`` of every scheme setting given as a flag or with ``--set`` (no scheme resolved)."""
-    from pmark_impl._cli_scheme import flag_of, parse_set
+    from pmark_impl.cli.scheme_options import flag_of, parse_set
     from pmark_impl.schemes._settings import known_options
 
     out = {
@@ -182,7 +182,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
     if (
         settings.get("provenance") is None and args is not None
     ):  # with a record, resolve_detection checked them
-        from pmark_impl._cli_scheme import cli_settings
+        from pmark_impl.cli.scheme_options import cli_settings
 
         cli_settings(args, scheme, "detect", defaults=False)
     resolve_settings(scheme, settings.get("detect_kwargs", {}), side="detect", key=key)

@@ -7,7 +7,7 @@ NEW calibration file (atomically; an existing file only with ``--force``, regula
 calibration as JSON. :func:`cmd_detect_simmark` is what ``pmark detect`` calls for a SimMark text: it prints a
 JSON verdict whose ``p_value`` accounts for the uncertainty of ``γ`` (``p_value_plug_in`` does not).
 
-Errors are one line (``pmark: error: …``): :class:`pmark_impl._cli_files.CLIError` or a ``PMarkValueError``.
+Errors are one line (``pmark: error: …``): :class:`pmark_impl.cli.files.CLIError` or a ``PMarkValueError``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pmark_impl.cli import models
+from pmark_impl.cli.files import CLIError, check_paths, output_errors, prompt_text, read_text
+from pmark_impl.cli.options import float_type
+
 __all__ = [
-    "add_calibrate_simmark_parser",
+    "add_parser",
     "add_simmark_detect_arguments",
     "add_simmark_generate_arguments",
     "cmd_calibrate_simmark",
@@ -32,10 +35,8 @@ __all__ = [
 ]
 
 
-def add_calibrate_simmark_parser(
-    sub: Any, handler: Callable[[argparse.Namespace], int], float_type: Any, int_type: Any
-) -> None:
-    """Add the ``calibrate-simmark`` subcommand to ``sub`` (``int_type`` is accepted for symmetry, unused)."""
+def add_parser(sub: Any) -> None:
+    """Add the ``calibrate-simmark`` subcommand to ``sub``."""
     from pmark_theory._simmark import DEFAULT_SIMMARK_DELTA, SIMMARK_HIGH, SIMMARK_LOW
 
     p = sub.add_parser(
@@ -63,7 +64,7 @@ def add_calibrate_simmark_parser(
         help=f"share of alpha spent on the uncertainty of gamma (default {DEFAULT_SIMMARK_DELTA})",
     )
     p.add_argument("--force", action="store_true", help="overwrite --out (regular files only)")
-    p.set_defaults(func=handler)
+    p.set_defaults(func=cmd_calibrate_simmark)
 
 
 def add_simmark_detect_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,7 +77,7 @@ def add_simmark_detect_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_simmark_generate_arguments(p: argparse.ArgumentParser, float_type: Any) -> None:
+def add_simmark_generate_arguments(p: argparse.ArgumentParser) -> None:
     """Add ``--simmark-low`` / ``--simmark-high`` (SimMark's interval ``G``) to the ``generate`` parser."""
     from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW
 
@@ -107,7 +108,7 @@ def wants_simmark_detection(args: argparse.Namespace) -> bool:
         return True
     if mode is not None:
         return False
-    from pmark_impl._cli_provenance import provenance_for_detection
+    from pmark_impl.cli.provenance import provenance_for_detection
 
     prov, _ = provenance_for_detection(args)
     return prov is not None and prov.mode == "simmark"
@@ -124,8 +125,7 @@ def run_detect_simmark(args: argparse.Namespace) -> int:
     Raises:
       CLIError: a provenance record of another mode, or the errors of :func:`cmd_detect_simmark`.
     """
-    from pmark_impl._cli_files import CLIError, prompt_text, read_text
-    from pmark_impl._cli_provenance import provenance_for_detection
+    from pmark_impl.cli.provenance import provenance_for_detection
 
     prov, path = provenance_for_detection(args)
     if prov is not None and prov.mode != "simmark":
@@ -138,12 +138,10 @@ def run_detect_simmark(args: argparse.Namespace) -> int:
 
 def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate-simmark``."""
-    from pmark_impl import cli
-    from pmark_impl._cli_files import CLIError, check_paths, output_errors
-    from pmark_impl._cli_provenance import device_kwargs
     from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
+    from pmark_impl.cli.provenance import device_kwargs
     from pmark_theory._simmark import check_simmark_interval
 
     check_paths(
@@ -158,10 +156,10 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
         documents, corpus = builtin_documents(), "builtin"
     else:
         documents, corpus = read_corpus(args.corpus, field=args.field), Path(args.corpus).name
-    encoder = cli._load_encoder(args.encoder, **device_kwargs(args))
+    encoder = models.load_encoder(args.encoder, **device_kwargs(args))
 
     def embed_fn(sentences: list[str]) -> np.ndarray:
-        bar = cli._progress_bar(len(sentences), "pmark calibrate-simmark: embedding")
+        bar = models.progress_bar(len(sentences), "pmark calibrate-simmark: embedding")
         parts = []
         try:
             for i in range(0, len(sentences), 256):
@@ -204,11 +202,9 @@ def cmd_detect_simmark(
         encoder other than the calibration's.
       SimMarkCalibrationError: a missing or corrupt calibration file.
     """
-    from pmark_impl import cli
-    from pmark_impl._cli_files import CLIError
-    from pmark_impl._cli_provenance import device_kwargs
     from pmark_impl._simmark import detect_simmark
     from pmark_impl._simmark_calibration import load_simmark_calibration
+    from pmark_impl.cli.provenance import device_kwargs
 
     path = getattr(args, "simmark_calibration", None)
     if not path:
@@ -226,7 +222,7 @@ def cmd_detect_simmark(
     name = getattr(args, "encoder", None)
     if name and name != cal.encoder:
         raise CLIError(f"calibration {path} was measured with encoder {cal.encoder!r}, not {name!r}")
-    encoder = cli._load_encoder(name or cal.encoder, **device_kwargs(args))
+    encoder = models.load_encoder(name or cal.encoder, **device_kwargs(args))
     result = detect_simmark(text, encoder, cal, prompt=prompt, alpha=args.alpha)
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     return 0

@@ -5,7 +5,7 @@ writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an exi
 the input key is never modified), prints the held-out report as JSON and, with ``--report DIR``, writes
 ``report.json``, ``report.md`` and ``calibration.png`` there atomically. A key whose held-out false-positive
 rate is significantly above α is refused unless ``--accept-high-fpr``. All of these paths are checked before
-the key is read (:func:`pmark_impl._cli_files.check_paths`): ``--out`` or a report file that is the key or the
+the key is read (:func:`pmark_impl.cli.files.check_paths`): ``--out`` or a report file that is the key or the
 corpus (even through a link) is refused, even with ``--force``, as is a report folder that cannot be created.
 """
 
@@ -15,13 +15,16 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["add_calibrate_parser", "cmd_calibrate", "format_report"]
+from pmark_impl.cli import models
+from pmark_impl.cli.files import CLIError, check_paths, output_errors
+from pmark_impl.cli.options import float_type, int_type
+
+__all__ = ["add_parser", "cmd_calibrate", "format_report"]
 
 #: The files ``--report DIR`` holds, in the order they are written.
 _REPORT_FILES = ("report.json", "report.md", "calibration.png")
@@ -52,15 +55,21 @@ def _legacy_report() -> Any:
     )
 
 
-def add_calibrate_parser(
-    sub: Any, handler: Callable[[argparse.Namespace], int], float_type: Any, int_type: Any
-) -> None:
+def add_parser(sub: Any) -> None:
     """Add the ``calibrate`` subcommand to ``sub``."""
     p = sub.add_parser(
         "calibrate",
         help="centre a key's proxies on human text and measure its false-positive rate on held-out text",
     )
     p.add_argument("key", metavar="KEY", help="the key file to calibrate (not modified)")
+    p.add_argument(
+        "--scheme",
+        default=None,
+        metavar="NAME|MODULE:ATTR",
+        help="the scheme the key is for (default offline); refused for a scheme whose calibration this command "
+        "does not make (pmark schemes shows each scheme's)",
+    )
+    p.add_argument("--mode", default=None, metavar="NAME", help="alias of --scheme")
     p.add_argument("--out", required=True, metavar="NEW_KEY", help="the calibrated key file to create")
     p.add_argument(
         "--corpus",
@@ -95,7 +104,7 @@ def add_calibrate_parser(
         "--accept-high-fpr", action="store_true", help="write the key even if its held-out FPR is above alpha"
     )
     p.add_argument("--allow-insecure-key", action="store_true", help="accept a key file readable by others")
-    p.set_defaults(func=handler)
+    p.set_defaults(func=cmd_calibrate)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -167,17 +176,39 @@ def _figure(report: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+#: What this command calibrates: the proxy centre stored in the key (a scheme declares it as ``calibration``).
+CALIBRATION = ("centring", "key")
+
+
+def check_scheme_calibration(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read, a ``--scheme`` whose declared calibration is not the one this command makes.
+
+    Raises:
+      CLIError: the scheme declares no calibration, or another one (the message names the command that makes it).
+    """
+    from pmark_impl.cli.scheme_options import cli_scheme
+
+    scheme = cli_scheme(args, "offline")
+    cal = scheme.calibration
+    if cal is None:
+        raise CLIError(f"scheme {scheme.name!r} declares no calibration: its detector needs none")
+    if (cal.name, cal.stored_in) != CALIBRATION:
+        raise CLIError(
+            f"scheme {scheme.name!r} calibrates its {cal.name} ({cal.stored_in}), which pmark calibrate does not "
+            f"make: {cal.command}"
+        )
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
-    from pmark_impl import cli
     from pmark_impl._calibrate import calibrate_key, fpr_verdict
-    from pmark_impl._cli_files import CLIError, check_paths, output_errors
     from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
-    from pmark_impl._keys import load_key, save_key
+    from pmark_impl._key_files import load_key, save_key
     from pmark_theory._lock import LOCK_NAME, OutputLock
     from pmark_theory._owned import claim_folder, probe_folder
 
+    check_scheme_calibration(args)
     report_dir = Path(args.report) if args.report else None
     report_files = [report_dir / name for name in _REPORT_FILES] if report_dir is not None else []
     check_paths(  # before anything is read or computed; the report folder is created only when written
@@ -195,12 +226,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         documents, corpus = builtin_documents(), "builtin"
     else:
         documents, corpus = read_corpus(args.corpus, field=args.field), Path(args.corpus).name
-    from pmark_impl._cli_provenance import device_kwargs
+    from pmark_impl.cli.provenance import device_kwargs
 
-    encoder = cli._encoder_for_key(key, args.encoder, args.key, **device_kwargs(args))
+    encoder = models.encoder_for_key(key, args.encoder, args.key, **device_kwargs(args))
 
     def embed_fn(sentences: list[str]) -> np.ndarray:
-        bar = cli._progress_bar(len(sentences), "pmark calibrate: embedding")
+        bar = models.progress_bar(len(sentences), "pmark calibrate: embedding")
         parts = []
         try:
             for i in range(0, len(sentences), 256):

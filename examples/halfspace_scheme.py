@@ -1,0 +1,133 @@
+"""A sentence-level watermark that lives outside pmark_impl: one file, one registration (docs/architecture.md).
+
+**HalfSpace.** At sentence position ``t`` the key defines a unit direction ``u_t`` (uniform on the sphere, from
+``HMAC(secret, "halfspace/t")``). A candidate is *green* when its embedding lies in the half-space
+``<u_t, e> > threshold``. Generation draws ``N`` candidates, outputs a uniform green one, and after
+``max_trials`` batches without one outputs a uniform candidate of the last batch. Detection counts green
+sentences.
+
+**Null law (exact, over keys).** With ``threshold = 0``, for ANY fixed text and a direction uniform on the
+sphere, ``P(<u_t, e> > 0) = 1/2`` (the sphere is symmetric under ``u -> -u``; a tie has probability 0), and the
+directions of different positions are independent: the green count of ``T`` sentences is ``Binomial(T, 1/2)``
+averaged over keys — the guarantee of PMark's hard count (claim X3). With ``threshold != 0`` the null
+probability depends on the encoder's geometry, so detection refuses it. Like SemStamp, the scheme is NOT
+distortion-free: it shifts the output towards each ``u_t``'s half of embedding space.
+
+Run it through every command (the ``--scheme`` value imports this file's module; only a registered scheme is
+accepted, hence ``@plugin("scheme")``)::
+
+    PYTHONPATH=examples pmark generate --key KEY --scheme halfspace_scheme:halfspace --set max_trials=8 --out t.txt P
+    PYTHONPATH=examples pmark detect --key KEY --scheme halfspace_scheme:halfspace t.txt
+    PYTHONPATH=examples pmark evaluate --schemes halfspace_scheme:halfspace,none ...
+
+or install it as a package with the entry point ``[project.entry-points."pmark.schemes"] halfspace =
+"halfspace_scheme:halfspace"`` and name it ``halfspace``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from scipy import stats
+
+from pmark_impl.schemes import Option, Scheme, StepOutput, count_record, decide
+from pmark_theory import plugin
+from pmark_theory._validate import PMarkValueError
+
+__all__ = ["direction", "halfspace"]
+
+
+def direction(key: Any, t: int) -> np.ndarray:
+    """The key's unit direction ``u_t`` ``[d]`` of position ``t`` (uniform on the sphere)."""
+    u = key.numpy_rng(f"halfspace/{t}").standard_normal(key.dim)
+    return u / np.linalg.norm(u)
+
+
+def _threshold(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 < float(value) < 1.0:
+        raise PMarkValueError(f"threshold must be a number in (-1, 1), got {value!r}")
+    return float(value)
+
+
+def _max_trials(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+        raise PMarkValueError(f"max_trials must be an integer in 1..64, got {value!r}")
+    return value
+
+
+def _step(rng: jax.Array, setup: Any, state: None, draw: Any) -> StepOutput:
+    """Batches of ``N`` until one holds a green candidate; a uniform green one (else a uniform last-batch one)."""
+    u = direction(setup.key, draw.position)
+    n, cands = setup.n_candidates, []
+    for trial in range(1, setup.settings["max_trials"] + 1):
+        batch = draw.sample(n)
+        cands += batch
+        green = setup.embed([c.text for c in batch]) @ u > setup.settings["threshold"]
+        rng, k = jax.random.split(rng)
+        last = trial == setup.settings["max_trials"]
+        if green.any() or last:
+            pool = np.flatnonzero(green) if green.any() else np.arange(n)
+            pick = int(pool[int(jax.random.randint(k, (), 0, len(pool)))])
+            offset = len(cands) - n
+            return StepOutput(
+                cands, offset + pick, tuple(offset + int(i) for i in pool), None, trial, not green.any()
+            )
+    raise AssertionError("unreachable")
+
+
+def _detect(request: Any) -> list[Any]:
+    """Green count of each text: ``Binomial(T, 1/2)`` under H0 over keys (module docstring)."""
+    if request.settings["threshold"] != 0.0:
+        raise PMarkValueError("HalfSpace detection is exact only with threshold 0 (module docstring)")
+    opts, out = request.options, []
+    for sentences, emb in zip(request.sentences, request.embeddings(), strict=True):
+        t_len = len(sentences)
+        green = [bool(emb[t] @ direction(request.key, t) > 0) for t in range(t_len)]
+        p = float(stats.binom.sf(sum(green) - 1, t_len, 0.5)) if t_len else 1.0
+        out.append(
+            decide(
+                p,
+                0.5**t_len,
+                alpha=opts["alpha"],
+                test="green-count",
+                scheme="halfspace",
+                n_sentences=t_len,
+                n_bits=t_len,
+                statistics={"green_count": {"n_green": sum(green), "gamma": 0.5, "p_value": p}},
+                min_sentences=opts["min_sentences"],
+                settings={**opts["base"], "threshold": 0.0},
+            )
+        )
+    return out
+
+
+def _record(result: Any) -> dict[str, Any]:
+    """What ``pmark evaluate`` keeps: the green bits, null 1/2 per bit."""
+    stats_ = result.statistics["green_count"]
+    bits = [[1]] * stats_["n_green"] + [[0]] * (result.n_sentences - stats_["n_green"])
+    return count_record(float(stats_["p_value"]), bits, 0.5, 1)
+
+
+@plugin("scheme")
+def halfspace() -> Scheme:
+    """The HalfSpace scheme (a registered factory: a ``Scheme`` is a ``NamedTuple`` and takes no marker)."""
+    return Scheme(
+        name="halfspace",
+        summary="example plug-in: a uniform candidate in the key's half-space of position t (Binomial(T, 1/2))",
+        step=_step,
+        detect=_detect,
+        options=(
+            Option(
+                "threshold",
+                0.0,
+                _threshold,
+                "green when <u_t, e> > threshold; 0 for an exact null",
+                detect=True,
+            ),
+            Option("max_trials", 4, _max_trials, "batches of N drawn at most before the uniform fallback"),
+        ),
+        record=_record,
+        default_n=8,
+    )

@@ -1,0 +1,154 @@
+"""``pmark detect``: the JSON verdict on a text, following its provenance record when present.
+
+The key is read and every choice detection would refuse is refused
+(:func:`pmark_impl.cli.provenance.check_detection_flags`) before the encoder loads; a SimMark text goes to
+:mod:`pmark_impl.cli.calibrate_simmark`. The models come from :mod:`pmark_impl.cli.models`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pmark_impl._limits import MAX_CANDIDATES
+from pmark_impl.cli import models
+from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments
+from pmark_impl.cli.files import CLIError, prompt_text, read_text
+from pmark_impl.cli.options import CANDIDATES, add_cell_options, add_common_options, float_type
+from pmark_impl.cli.scheme_options import add_scheme_arguments
+
+__all__ = ["add_parser", "cmd_detect"]
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    """``pmark detect``: print the JSON verdict on FILE (following its provenance record when present)."""
+    from pmark_impl._detect import detect
+    from pmark_impl._detect_work import split_within_budget
+    from pmark_impl._key_files import load_key
+    from pmark_impl._watermark import resolve_channels
+    from pmark_impl.cli.calibrate_simmark import run_detect_simmark, wants_simmark_detection
+    from pmark_impl.cli.provenance import check_detection_flags, detection_settings, device_kwargs
+    from pmark_impl.cli.scheme_options import cli_scheme
+
+    cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
+    if wants_simmark_detection(args):
+        if args.test is not None:
+            raise CLIError(
+                f"--test {args.test} applies to the PMark and SemStamp modes, not to SimMark detection"
+            )
+        return run_detect_simmark(args)
+    key = load_key(args.key, allow_insecure=args.allow_insecure_key)
+    resolve_channels(key, args.channels)
+    given = args.prompt is not None or args.prompt_file is not None
+    s = detection_settings(args, key, prompt_text(args, args.prompt, "--prompt") if given else None)
+    check_detection_flags(key, s, args.test, args)  # incompatible choices: refused before the encoder loads
+    text = read_text(args.file)
+    # The size budget is checked before any model loads; the count sizes the progress bar.
+    n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
+    device = device_kwargs(args)
+    encoder = models.encoder_for_key(key, s["encoder"], args.key, **device)
+    from pmark_impl.schemes import get_scheme
+
+    online = get_scheme(s["mode"]).detect_needs_lm
+    sampler = (
+        models.load_sampler(s["model"], s["temperature"], s["top_p"], **s["sampler_kwargs"], **device)
+        if online
+        else None
+    )
+    bar = models.progress_bar(n_sentences, "pmark detect")  # advanced per encoded batch / resampled position
+    try:
+        result = detect(
+            key,
+            text,
+            encoder,
+            sampler=sampler,
+            prompt=s["prompt"],
+            n_candidates=s["n_candidates"],
+            alpha=args.alpha,
+            test=args.test,
+            channels=s["channels"],
+            seed=args.seed,
+            delta=args.delta,
+            K=args.K,
+            progress=bar.update,
+            scheme=s["mode"],
+            **s["detect_kwargs"],
+        )
+    finally:
+        bar.close()
+    # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md, check S1):
+    # printed only on request.
+    sys.stdout.write((result.to_json(evidence=True) if args.evidence else result.to_json()) + "\n")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``detect`` subcommand to ``sub``."""
+    p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
+    add_common_options(p)
+    add_scheme_arguments(p, None, "that generated FILE")
+    p.add_argument(
+        "--prompt",
+        default=None,
+        help="the prompt FILE continues (online context; default: the record's, else '')",
+    )
+    p.add_argument(
+        "--n",
+        type=CANDIDATES,
+        default=None,
+        metavar="N",
+        help=f"online: candidates resampled per sentence, 1..{MAX_CANDIDATES} (default: the record's N, else 16)",
+    )
+    p.add_argument(
+        "--provenance",
+        default=None,
+        metavar="FILE",
+        help="the provenance record to follow (default: FILE.pmark.json beside the text, when it exists); "
+        "a flag that contradicts it is an error",
+    )
+    p.add_argument(
+        "--green-seeding",
+        choices=["position", "cell"],
+        default=None,
+        help="semstamp/ksemstamp green sets keyed by position or by the previous sentence's cell (default: "
+        "the record's, else position)",
+    )
+    add_cell_options(p, generating=False)
+    p.add_argument(
+        "--no-provenance",
+        action="store_true",
+        help="ignore FILE.pmark.json (use the flags and their defaults)",
+    )
+    p.add_argument(
+        "--alpha",
+        type=float_type(0, 1, open_lo=True, open_hi=True),
+        default=0.01,
+        help="level in (0, 1) (default 0.01)",
+    )
+    p.add_argument(
+        "--test",
+        choices=["hard", "per_key", "resample", "soft"],
+        default=None,
+        help="hard (exact binomial over keys), per_key (offline with a calibrated key: this key's own "
+        "conservative null, K1; reported beside hard for such a key) or calibrated soft (computed and "
+        "printed only with --test soft)",
+    )
+    p.add_argument(
+        "--delta", type=float_type(0), default=0.001, help="soft-count margin, finite >= 0 (default 0.001)"
+    )
+    p.add_argument(
+        "--K",
+        type=float_type(0, open_lo=True),
+        default=150.0,
+        help="soft-count smoothing factor, finite > 0 (default 150)",
+    )
+    p.add_argument(
+        "--evidence",
+        action="store_true",
+        help="print per-sentence evidence (f, medians, key bits, matches). Whoever sees this output can recover "
+        "the secret key: for the key holder only",
+    )
+    p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin), without the prompt")
+    add_simmark_detect_arguments(p)
+    p.set_defaults(func=cmd_detect)

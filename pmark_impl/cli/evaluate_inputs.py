@@ -1,0 +1,175 @@
+"""The inputs of ``pmark evaluate``, checked before any model loads: runs, device, key file, calibrations.
+
+Every function here raises a one-line user error (:class:`~pmark_impl.cli.files.CLIError`, ``PMarkValueError``,
+``KeyFileError``) for a bad input; :mod:`pmark_impl.cli.evaluate` calls them in order before loading a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pmark_impl.cli.files import CLIError
+from pmark_theory._validate import PMarkValueError
+
+__all__ = [
+    "DEFAULT_ATTACKS",
+    "calibration_files",
+    "calibrations",
+    "check_calibration_names",
+    "check_settings",
+    "evaluation_device",
+    "evaluation_key",
+    "parse_runs",
+    "read_key_file",
+]
+
+#: The attacks evaluated without ``--attack``.
+DEFAULT_ATTACKS = ("word-delete:rate=0.15",)
+
+
+def parse_runs(args: argparse.Namespace) -> tuple[Any, ...]:
+    """The runs of ``--schemes``, ``--attack``, ``--grid`` and the scheme settings (flags, ``--set``), checked."""
+    from pmark_impl.evaluate._config import build_runs, parse_attacks, parse_grid
+
+    schemes = [s.strip() for s in str(args.schemes).split(",") if s.strip()]
+    attacks = [a for spec in (args.attack or DEFAULT_ATTACKS) for a in parse_attacks(spec)]
+    grid = parse_grid(args.grid) if args.grid is not None else None
+    from pmark_impl.cli.scheme_options import parse_set
+    from pmark_impl.schemes._settings import known_options
+
+    options = {name: getattr(args, name) for name in known_options() if getattr(args, name, None) is not None}
+    for name, value in parse_set(getattr(args, "scheme_set", None)).items():
+        if name in options:
+            raise PMarkValueError(f"{name} is given both as a flag and with --set")
+        options[name] = value
+    from pmark_impl.schemes import get_scheme
+
+    for name in schemes:  # pmark generate's defaults (an option's cli_default) for the schemes that have them
+        try:
+            scheme = None if name == "none" else get_scheme(name)
+        except PMarkValueError:
+            continue  # build_runs names it
+        for opt in () if scheme is None else scheme.options:
+            if opt.cli_default is not None and options.get(opt.name) is None:
+                options[opt.name] = opt.cli_default
+    return build_runs(schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, **options)
+
+
+def evaluation_device(args: argparse.Namespace, world: Any) -> str | None:
+    """``--device`` checked (``None`` without it); ``cuda`` is this rank's GPU under a distributed launcher."""
+    from pmark_impl.cli.options import device_type as parse_device
+
+    if args.device is None:
+        return None
+    try:
+        device = parse_device(args.device)
+    except argparse.ArgumentTypeError as exc:
+        raise CLIError(f"--device: {exc}") from None
+    if device == "cuda" and world.distributed:
+        return f"cuda:{world.local_rank}"
+    return device
+
+
+def read_key_file(args: argparse.Namespace, channels: int) -> Any:
+    """The key of ``--key`` (``None`` without it), checked before any model is loaded."""
+    if args.key is None:
+        return None
+    from pmark_impl._key_files import load_key
+    from pmark_impl._keys import KeyFileError
+
+    key = load_key(args.key)  # a missing / corrupt / insecure key file fails here
+    if key.channels < channels:
+        raise KeyFileError(f"key file {args.key} has {key.channels} channels; the runs need b = {channels}")
+    return key
+
+
+def check_settings(runs: Any, key: Any) -> None:
+    """Each run's settings against its scheme's rules with the key at hand (a SemStamp green size ``round(γ M)``
+    within ``1..M-1`` for ``M`` cells: the key's fitted ``k`` by default), before the folder is made or a model loads.
+
+    Without ``--key`` the evaluation key is made later from ``--key-seed``; a key of the same kind (fresh, without
+    fitted centroids) stands in for it here.
+    """
+    import numpy as np
+
+    from pmark_impl._keys import WatermarkKey
+    from pmark_impl.schemes import get_scheme, resolve_settings
+
+    if key is None:
+        key = WatermarkKey.generate(np.random.default_rng(0), "stand-in", 2, 1)
+    for run in runs:
+        if run.scheme == "none":
+            continue
+        try:
+            resolve_settings(get_scheme(run.scheme), dict(run.settings), key=key)
+        except PMarkValueError as exc:
+            raise PMarkValueError(f"run {run.run_id}: {exc}") from None
+
+
+def evaluation_key(args: argparse.Namespace, key: Any, encoder: Any, channels: int) -> Any:
+    """``key`` (from :func:`read_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
+    import numpy as np
+
+    from pmark_impl._keys import KeyFileError, WatermarkKey
+
+    if key is None:  # an evaluation key: reproducible from --key-seed, never saved
+        return WatermarkKey.generate(
+            np.random.default_rng(args.key_seed), encoder.name, encoder.dim, channels
+        )
+    if key.dim != int(encoder.dim):
+        raise KeyFileError(f"key file {args.key} is for dimension {key.dim}, the encoder has {encoder.dim}")
+    return key
+
+
+def calibrations(args: argparse.Namespace, encoder: Any, runs: Any) -> dict[str, Any]:
+    """The detector calibration of each run's scheme that declares one: ``--calibration SCHEME=FILE``, else
+    fitted on the built-in corpus with the run's settings (``SchemeCalibration.fit``)."""
+    from pmark_impl._corpus import builtin_documents
+    from pmark_impl.schemes import get_scheme, resolve_settings
+
+    files = dict(calibration_files(args))
+    out: dict[str, Any] = {}
+    for run in runs:
+        if run.scheme == "none":
+            continue
+        scheme = get_scheme(run.scheme)
+        cal = scheme.calibration
+        if cal is None or cal.stored_in != "detector" or scheme.name in out:
+            continue
+        if scheme.name in files:
+            out[scheme.name] = cal.load(files[scheme.name])
+        else:
+            settings = resolve_settings(scheme, dict(run.settings))
+            out[scheme.name] = cal.fit(encoder, builtin_documents(), settings)
+    return out
+
+
+def check_calibration_names(args: argparse.Namespace, runs: Any) -> None:
+    """Refuse, before any model loads, a calibration for a scheme that no run uses or that has none."""
+    from pmark_impl.schemes import get_scheme
+
+    wanted = set()
+    for run in runs:
+        cal = None if run.scheme == "none" else get_scheme(run.scheme).calibration
+        if cal is not None and cal.stored_in == "detector":
+            wanted.add(run.scheme)
+    for name, _ in calibration_files(args):
+        if name not in wanted:
+            raise CLIError(
+                f"a calibration is given for {name!r}, but no run's scheme has a detector calibration by that name"
+            )
+
+
+def calibration_files(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(scheme, file)`` of ``--calibration SCHEME=FILE`` and ``--simmark-calibration FILE``."""
+    pairs = [("simmark", args.simmark_calibration)] if args.simmark_calibration else []
+    for item in args.calibration or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise CLIError(f"--calibration needs SCHEME=FILE, got {item[:60]!r}")
+        pairs.append((name, path))
+    names = [n for n, _ in pairs]
+    if len(set(names)) != len(names):
+        raise CLIError("a scheme's calibration is given twice")
+    return pairs

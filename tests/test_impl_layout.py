@@ -1,0 +1,265 @@
+"""The layout of ``pmark_impl`` shows its design (issue 25): no import cycle, schemes behind one interface, small modules.
+
+* **No import cycle** inside ``pmark_impl``: the graph counts every ``import`` statement, top-level or inside a
+  function (a lazy import still ties two modules together), and ignores ``if TYPE_CHECKING:`` blocks (never run).
+  ``from package import name`` is an edge to the submodule ``package.name`` when that is a module, else to the
+  package. String tables fed to ``importlib`` (the scheme registry's built-ins, ``pmark_impl``'s lazy names) are
+  not edges: they are dispatch, not dependencies.
+* **A scheme lives in its own module**: no source file of ``pmark_impl`` other than that scheme's module and the
+  registry names the k-means variant of SemStamp (the issue's probe word) in code — help texts (``help=`` of a
+  flag) and docstrings aside.
+* **Small modules**: no module of ``pmark_impl`` over 420 lines; no function of the generation and detection paths
+  (``_watermark``, ``_detect``, ``pmark_impl.schemes``) over 80 lines.
+
+Each rule has a negative control that runs the same scanner on a small mutated source and must fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "pmark_impl"
+PROBE = "k" + "semstamp"  # spelled apart so that this file does not name it either
+PROBE_HOMES = {"pmark_impl/schemes/ksemstamp.py", "pmark_impl/schemes/_registry.py"}
+MAX_MODULE_LINES = 420
+MAX_FUNCTION_LINES = 80
+HOT_PATHS = ("pmark_impl/_watermark.py", "pmark_impl/_detect.py", "pmark_impl/schemes/")
+
+
+def _modules(root: Path = PACKAGE) -> dict[str, Path]:
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                skip.update(id(x) for x in ast.walk(child))
+    return skip
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """``module -> modules it imports`` among ``sources`` (module name -> source text)."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in sources:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in sources}
+    for module, source in sources.items():
+        tree = ast.parse(source)
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in sources else node.module
+                    for a in node.names
+                ]
+            for target in targets:
+                found = resolve(target)
+                if found is not None and found != module:
+                    graph[module].add(found)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def _sources() -> dict[str, str]:
+    modules = _modules()
+    assert len(modules) > 40 and "pmark_impl.schemes.online" in modules  # the scan sees the package
+    return {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+
+
+def test_pmark_impl_has_no_import_cycle():
+    found = cycles(import_graph(_sources()))
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_cycle_scan_negative_controls():
+    sources = {
+        "pkg": "",
+        "pkg.a": "from pkg.b import f\n",
+        "pkg.b": "def f():\n    from pkg import a\n",  # a lazy import still makes a cycle
+        "pkg.c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n",
+        "pkg.d": "import pkg.c\n",
+    }
+    assert cycles(import_graph(sources)) == [["pkg.a", "pkg.b"]]
+    sources["pkg.c"] = "from pkg.d import y\n"  # a real one through c and d
+    assert sorted(map(tuple, cycles(import_graph(sources)))) == [("pkg.a", "pkg.b"), ("pkg.c", "pkg.d")]
+
+
+def probe_uses(source: str, probe: str = PROBE) -> list[int]:
+    """Lines where ``probe`` appears in code: names, comments and string literals other than docstrings and the
+    values of ``help=`` keyword arguments (and the strings concatenated into them)."""
+    tree = ast.parse(source)
+    allowed: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                allowed.update(range(body[0].lineno, body[0].end_lineno + 1))
+        if isinstance(node, ast.keyword) and node.arg == "help":
+            allowed.update(range(node.value.lineno, node.value.end_lineno + 1))
+    lines = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if probe in tok.string.lower() and tok.start[0] not in allowed:
+            lines.append(tok.start[0])
+    return sorted(set(lines))
+
+
+def test_only_its_own_module_and_the_registry_name_a_scheme():
+    bad = []
+    for path in _modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in PROBE_HOMES:
+            continue
+        bad += [f"{rel}:{line}" for line in probe_uses(path.read_text(encoding="utf-8"))]
+    assert not bad, f"{PROBE} named outside its scheme module:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (f'"""Docs: {PROBE}."""\nx = 1\n', []),
+        (f'p.add_argument("--k", help="for {PROBE} only")\n', []),
+        (f'if mode == "{PROBE}":\n    pass\n', [1]),
+        (f"x = 1  # {PROBE} special case\n", [1]),
+        (f'def f():\n    """{PROBE}"""\n    return "{PROBE}/centroids"\n', [3]),
+    ],
+)
+def test_probe_scan_negative_controls(source, expected):
+    assert probe_uses(source) == expected
+
+
+def _long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """Functions longer than ``limit`` lines, their own docstring not counted."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                length -= first.end_lineno - first.lineno + 1
+            if length > limit:
+                out.append((node.name, length))
+    return out
+
+
+def test_modules_and_hot_path_functions_are_small():
+    big, long = [], []
+    for path in _modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_MODULE_LINES:
+            big.append(f"{rel}: {text.count(chr(10))} lines")
+        if rel.startswith(HOT_PATHS):
+            long += [f"{rel}: {name} ({n} lines)" for name, n in _long_functions(text, MAX_FUNCTION_LINES)]
+    assert not big and not long, "\n".join(big + long)
+
+
+def test_size_scan_negative_control():
+    doc = '    """A docstring\n    of three\n    lines."""\n'
+    long_body = "\n".join(
+        f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES)
+    )  # + the def line: one too many
+    short_body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES - 1))
+    assert _long_functions(f"def f():\n{doc}{long_body}\n", MAX_FUNCTION_LINES) == [
+        ("f", MAX_FUNCTION_LINES + 1)
+    ]
+    assert _long_functions(f"def f():\n{doc}{short_body}\n", MAX_FUNCTION_LINES) == []
+
+
+def private_imports(sources: dict[str, str]) -> list[str]:
+    """``from pmark_impl.X import _name`` where ``_name`` is not a module: a private name used from outside."""
+    out = []
+    for module, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").startswith("pmark_impl")
+            ):
+                for alias in node.names:
+                    if alias.name.startswith("_") and f"{node.module}.{alias.name}" not in sources:
+                        out.append(f"{module}: {alias.name} from {node.module}")
+    return out
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = private_imports(_sources())
+    assert not bad, "\n".join(bad)
+
+
+def test_private_import_scan_negative_control():
+    sources = {
+        "pmark_impl.a": "_x = 1\n",
+        "pmark_impl._b": "",
+        "pmark_impl.c": "from pmark_impl.a import _x\n",
+    }
+    assert private_imports(sources) == ["pmark_impl.c: _x from pmark_impl.a"]
+    sources["pmark_impl.c"] = (
+        "from pmark_impl import _b\nfrom pmark_impl.a import x\n"  # a module, a public name
+    )
+    assert private_imports(sources) == []
