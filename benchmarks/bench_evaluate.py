@@ -8,7 +8,7 @@ the shipped prompt set. Two routes generate the same number of sentences with th
 * **one candidate per call**: the reference repositories' loop (SemStamp, SimMark, MarkLLM call ``generate`` once per
   candidate, each with its own prefill): the same ``generate`` with a sampler whose ``sample(context, n)`` is
   ``n`` calls of one candidate, each re-prefilling the context
-  (:meth:`pmark_impl._sampler.LMSentenceSampler.sample_one_by_one`). Same law, another random stream.
+  (:meth:`pmark_impl.sampling._sampler.LMSentenceSampler.sample_one_by_one`). Same law, another random stream.
 
 Reported: seconds, sentences and sampled candidates of each route; sentences per minute; the speedup = ratio of
 seconds per sentence (goal ``>= 5x`` online). Offline early stopping draws fewer candidates than ``N`` in both
@@ -31,13 +31,13 @@ import numpy as np
 import torch
 
 from benchmarks._common import goal, require_default_models
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._models import DEFAULT_LM_NAME, load_default_encoder, load_default_lm
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl._watermark import generate
 from pmark_impl.evaluate._config import unit_seed
 from pmark_impl.evaluate._prompts import builtin_prompts
 from pmark_impl.evaluate._units import CountingSampler
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_default_encoder, load_default_lm
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
 GOAL_ONLINE = 5.0
 N, CHANNELS, OFFLINE_BATCH = 64, 4, 16

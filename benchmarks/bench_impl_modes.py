@@ -43,12 +43,17 @@ import numpy as np
 import torch
 
 from benchmarks._common import goal, median_times, require_default_models
-from pmark_impl._detect import detect, detect_many
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._models import DEFAULT_ENCODER_NAME, DEFAULT_LM_NAME, load_default_encoder, load_default_lm
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl._segment import split_sentences
-from pmark_impl._watermark import generate
+from pmark_impl.detection._detect import detect, detect_many
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._models import (
+    DEFAULT_ENCODER_NAME,
+    DEFAULT_LM_NAME,
+    load_default_encoder,
+    load_default_lm,
+)
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling._segment import split_sentences
 
 GOAL_TOKEN_RATIO = 0.35
 GOAL_TIME_RATIO = 0.5  # offline wall time per sentence vs online, same N

@@ -33,8 +33,8 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF de-quantisation
 import torch
 
 from benchmarks._common import goal, require_default_models
-from pmark_impl._models import DEFAULT_LM_NAME, load_default_lm
-from pmark_impl._sampler import DECODE_WINDOW, LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_default_lm
+from pmark_impl.sampling._sampler import DECODE_WINDOW, LMSentenceSampler, SamplingConfig
 
 GOALS = {16: 5.0, 64: 8.0}
 # Rounds (sentences) per N: a batch lasts as long as its longest candidate, so one straggler (a row that runs to the

@@ -9,31 +9,31 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pmark_impl._detect import (
+from pmark_impl.detection._detect import (
     DETECT_MODES,
     ChannelEvidence,
     DetectionResult,
     SentenceEvidence,
     detect,
 )
-from pmark_impl._key_files import load_key, save_key
-from pmark_impl._keys import KeyFileError, WatermarkKey
-from pmark_impl._types import GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
-from pmark_impl._watermark import MODES, context_for, generate
+from pmark_impl.generation._types import GenerationResult, SentenceEncoder, SentenceSampler, StepInfo
+from pmark_impl.generation._watermark import MODES, context_for, generate
+from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys._keys import KeyFileError, WatermarkKey
 
 #: Model-side names, imported on first access (they pull in torch / transformers).
 _LAZY = {
-    "split_sentences": "pmark_impl._segment",
-    "SamplingConfig": "pmark_impl._sampler",
-    "Candidate": "pmark_impl._sampler",
-    "LMSentenceSampler": "pmark_impl._sampler",
-    "Encoder": "pmark_impl._encoder",
-    "load_lm": "pmark_impl._models",
-    "load_encoder": "pmark_impl._models",
+    "split_sentences": "pmark_impl.sampling._segment",
+    "SamplingConfig": "pmark_impl.sampling._sampler",
+    "Candidate": "pmark_impl.sampling._sampler",
+    "LMSentenceSampler": "pmark_impl.sampling._sampler",
+    "Encoder": "pmark_impl.sampling._encoder",
+    "load_lm": "pmark_impl.sampling._models",
+    "load_encoder": "pmark_impl.sampling._models",
     "key_recovery_on_text": "pmark_impl._security",
-    "Provenance": "pmark_impl._provenance",
-    "load_provenance": "pmark_impl._provenance",
-    "save_provenance": "pmark_impl._provenance",
+    "Provenance": "pmark_impl.generation._provenance",
+    "load_provenance": "pmark_impl.generation._provenance",
+    "save_provenance": "pmark_impl.generation._provenance",
     "get_attack": "pmark_impl.attacks",
     "attack_plugins": "pmark_impl.attacks",
     "plugin": "pmark_theory._plugins",
@@ -44,18 +44,18 @@ _LAZY = {
     "distinct_n": "pmark_impl.quality",
     "repetition_n": "pmark_impl.quality",
     "semantic_similarity": "pmark_impl.quality",
-    "detect_many": "pmark_impl._detect",
+    "detect_many": "pmark_impl.detection._detect",
     "Scheme": "pmark_impl.schemes",
     "get_scheme": "pmark_impl.schemes",
     "scheme_names": "pmark_impl.schemes",
-    "KeyCalibration": "pmark_impl._calibration",
-    "calibrate_key": "pmark_impl._calibrate",
-    "key_fpr_study": "pmark_impl._calibrate",
+    "KeyCalibration": "pmark_impl.keys._calibration",
+    "calibrate_key": "pmark_impl.keys._calibrate",
+    "key_fpr_study": "pmark_impl.keys._calibrate",
     "builtin_documents": "pmark_impl._corpus",
     "read_corpus": "pmark_impl._corpus",
-    "KeyCentroids": "pmark_impl._centroids",
-    "fit_centroids": "pmark_impl._centroids",
-    "fit_key_centroids": "pmark_impl._centroids",
+    "KeyCentroids": "pmark_impl.keys._centroids",
+    "fit_centroids": "pmark_impl.keys._centroids",
+    "fit_key_centroids": "pmark_impl.keys._centroids",
     "detect_simmark": "pmark_impl._simmark",
     "SimMarkDetection": "pmark_impl._simmark",
     "SimMarkCalibration": "pmark_impl._simmark_calibration",

@@ -162,7 +162,7 @@ def split_text(text: str, splitter: Callable[[str], Any] | None) -> list[str]:
         sentences; a mapping or set), or an item that is not a ``str``.
     """
     if splitter is None:
-        from pmark_impl._segment import split_sentences
+        from pmark_impl.sampling._segment import split_sentences
 
         return split_sentences(text)
     out = splitter(text)

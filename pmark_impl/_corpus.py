@@ -10,7 +10,7 @@ come from one list of :class:`Document`, split by :func:`split_documents`.
 * :func:`read_corpus` — a user's file: ``.jsonl`` (one JSON object per line) or plain text whose documents are
   separated by blank lines.
 
-Every document's sentences come from :func:`pmark_impl._segment.split_sentences` (the detector's own splitter)
+Every document's sentences come from :func:`pmark_impl.sampling._segment.split_sentences` (the detector's own splitter)
 and the same filter: 5 to 60 words, ending with a terminal mark (``.``, ``!``, ``?``), and not already a
 sentence of a document kept earlier (global dedupe, first occurrence wins; repeats inside a document go too).
 A document is kept when at least ``min_sentences`` sentences survive. The order is deterministic.
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pmark_impl._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval

@@ -21,7 +21,7 @@ DEFAULT_PROMPT = "The bicycle was invented in the early nineteenth century."
 
 
 def _plain_text(sampler: Any, prompt: str, n_sentences: int, seed: int) -> list[str]:
-    from pmark_impl._context import context_for, torch_generator
+    from pmark_impl.sampling._context import context_for, torch_generator
 
     sentences: list[str] = []
     for t in range(n_sentences):
@@ -51,11 +51,11 @@ def run_demo(
       dict with ``watermarked`` and ``unwatermarked`` entries (text, sentences, p_value, verdict, n_bits,
       n_green) and timings.
     """
-    from pmark_impl._detect import detect
-    from pmark_impl._keys import WatermarkKey
-    from pmark_impl._models import load_encoder, load_lm
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-    from pmark_impl._watermark import generate
+    from pmark_impl.detection._detect import detect
+    from pmark_impl.generation._watermark import generate
+    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.sampling._models import load_encoder, load_lm
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
     t0 = time.perf_counter()
     print("pmark demo: loading the default models (offline) …", file=log, flush=True)

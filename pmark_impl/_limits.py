@@ -2,7 +2,7 @@
 
 A setting whose memory or work grows with its value is bounded by what one machine can run, and the bound is
 the SAME wherever the setting can come from: a command-line flag (``pmark generate``, ``detect``,
-``evaluate``), a provenance record that ``pmark detect`` follows (:mod:`pmark_impl._provenance_schema`) or an
+``evaluate``), a provenance record that ``pmark detect`` follows (:mod:`pmark_impl.generation._provenance_schema`) or an
 evaluation's configuration. A record edited to ``N = 65536`` or ``--lsh-dim 31`` (``2^31`` cells: JAX asks for
 52 GB) is refused with one line before any model loads, instead of running for minutes or dying in the
 allocator.

@@ -1,7 +1,7 @@
 """Key recovery on real text through the real detector: what each output level gives away (S1).
 
 The attacker of ``pmark_theory._key_recovery`` (and of the check S1, which runs it on simulated embeddings) is
-run here against :func:`pmark_impl._detect.detect` itself. It builds query texts from human sentences, embeds
+run here against :func:`pmark_impl.detection._detect.detect` itself. It builds query texts from human sentences, embeds
 them with the public encoder, submits each text to the detector (offline mode), reads ONLY what
 ``result.to_dict(evidence=...)`` prints at the chosen level, solves for the key and is scored against the key's
 true pivots and bits (:func:`pmark_theory._key_recovery.score_recovery`). Levels:
@@ -29,12 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._context import embed
-from pmark_impl._detect import detect
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._segment import TERMINAL_MARKS, split_sentences
-from pmark_impl._types import SentenceEncoder
-from pmark_impl._watermark import resolve_channels
+from pmark_impl.detection._detect import detect
+from pmark_impl.generation._types import SentenceEncoder
+from pmark_impl.generation._watermark import resolve_channels
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._context import embed
+from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
 from pmark_theory._key_recovery import recover_from_counts, recover_from_projections, score_recovery
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -54,7 +54,7 @@ TEXT_ATTACK_LEVELS = ("evidence", "total", "total-soft")
 def human_sentences(min_words: int = 5, max_words: int = 60) -> list[str]:
     """English prose that ships with Python: the sentences of ``pydoc_data.topics``, fixed order, deduplicated.
 
-    Topics are read in sorted order and split with :func:`pmark_impl._segment.split_sentences`; a sentence is
+    Topics are read in sorted order and split with :func:`pmark_impl.sampling._segment.split_sentences`; a sentence is
     kept if it has ``min_words..max_words`` words, ends with a terminal mark (so that joining sentences with
     a space splits back into the same sentences) and was not seen before.
 
@@ -161,7 +161,7 @@ def key_recovery_on_text(
       channels: the detector's ``b`` (default: all the key's channels).
       seed: seed of the query composition, the attack's restarts and the independent (chance) key.
       chance: also attack an independent key's output on the same queries (doubles the detector calls).
-      detect_kwargs: extra arguments of :func:`pmark_impl._detect.detect` (default ``soft_resolution=256``:
+      detect_kwargs: extra arguments of :func:`pmark_impl.detection._detect.detect` (default ``soft_resolution=256``:
         only the soft p-value, which no attack here reads, depends on it).
 
     Returns:
@@ -288,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import json
 
-    from pmark_impl._models import load_default_encoder
+    from pmark_impl.sampling._models import load_default_encoder
 
     p = argparse.ArgumentParser(prog="python -m pmark_impl._security", description=main.__doc__)
     p.add_argument("--levels", default=",".join(TEXT_ATTACK_LEVELS))

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pmark_impl._detect import detect
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._watermark import generate
 from pmark_impl.attacks import get_attack
+from pmark_impl.detection._detect import detect
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._keys import WatermarkKey
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["deletion_robustness", "plot_deletion_robustness"]

@@ -7,7 +7,7 @@ anyone who knows ``G`` and the encoder can detect — and forge — it. The rule
 (:func:`pmark_theory._cell_rules.simmark_proxy`, :func:`pmark_theory._cell_rules.simmark_green`); the exact
 output law is :func:`pmark_theory._simmark.simmark_output_law`.
 
-Generation (:func:`simmark_step`, called by :func:`pmark_impl._watermark.generate` with ``mode="simmark"``):
+Generation (:func:`simmark_step`, called by :func:`pmark_impl.generation._watermark.generate` with ``mode="simmark"``):
 batches of ``N`` candidates, one encoder batch each, until a batch holds a valid candidate, at most
 ``max_trials`` batches; output a uniform valid candidate (JAX key, as ``cell_step``), else a uniform
 candidate of the last batch (fallback). The previous sentence of sentence 0 is the LAST sentence of the
@@ -27,7 +27,7 @@ Where this differs from the reference, and why:
   sentence of a human text); here it is the prompt's last sentence — the same for a one-sentence prompt, and
   what detection sees as the sentence before the continuation.
 * The reference embeds with instructor-large, an instruction prefix and a leading space before non-first
-  sentences; here the encoder is any :class:`pmark_impl._types.SentenceEncoder`, on whitespace-normalised
+  sentences; here the encoder is any :class:`pmark_impl.generation._types.SentenceEncoder`, on whitespace-normalised
   sentences, the same in generation and detection.
 * The reference sets ``γ`` from a 1000-bin histogram of human pairs and tests with
   ``z = (S_soft − γ n)/sqrt(n γ(1−γ))`` against fixed thresholds; here ``γ`` is the plain fraction of human
@@ -47,9 +47,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._api_checks import check_candidates, check_encoder, check_str, split_text
-from pmark_impl._context import embed
 from pmark_impl._simmark_calibration import SimMarkCalibration, pair_cosines
-from pmark_impl._types import SentenceEncoder, SentenceSampler
+from pmark_impl.generation._types import SentenceEncoder, SentenceSampler
+from pmark_impl.sampling._context import embed
 from pmark_impl.schemes._base import StepOutput
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
 from pmark_theory._rules import select_from_mask
@@ -211,7 +211,7 @@ def detect_simmark(
       prompt: the generation's prompt: its last sentence is the previous sentence of sentence 0 (one more
         pair). ``None``: pairs within the text only.
       alpha: level in ``(0, 1)``; the conservative p-value is ``> δ``, so only ``alpha > δ`` can reject.
-      splitter: sentence splitter (default :func:`pmark_impl._segment.split_sentences`).
+      splitter: sentence splitter (default :func:`pmark_impl.sampling._segment.split_sentences`).
       delta: ``δ`` of the conservative p-value (default: the calibration's).
       K: soft-count scale (reference: 250).
 
@@ -223,7 +223,7 @@ def detect_simmark(
         a text over the size budget of :func:`pmark_impl.detect`.
     """
     from pmark_impl._api_checks import check_callable, check_text
-    from pmark_impl._detect_work import split_within_budget
+    from pmark_impl.detection._detect_work import split_within_budget
 
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     if not isinstance(calibration, SimMarkCalibration):

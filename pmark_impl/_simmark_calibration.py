@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._context import embed
 from pmark_impl._corpus import Document, corpus_fingerprint
+from pmark_impl.sampling._context import embed
 from pmark_theory._eval_stats import clopper_pearson
 from pmark_theory._files import decode_text, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict

@@ -29,7 +29,7 @@ PROBE = "k" + "semstamp"  # spelled apart so that this file does not name it eit
 PROBE_HOMES = {"pmark_impl/schemes/ksemstamp.py", "pmark_impl/schemes/_registry.py"}
 MAX_MODULE_LINES = 420
 MAX_FUNCTION_LINES = 80
-HOT_PATHS = ("pmark_impl/_watermark.py", "pmark_impl/_detect.py", "pmark_impl/schemes/")
+HOT_PATHS = ("pmark_impl/generation/_watermark.py", "pmark_impl/detection/_detect.py", "pmark_impl/schemes/")
 
 
 def _modules(root: Path = PACKAGE) -> dict[str, Path]:

@@ -206,8 +206,8 @@ _TINY_RUNNER = """
     import torch
 
     from pmark_impl import cli
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-    from pmark_impl._tiny import make_tiny_lm
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling._tiny import make_tiny_lm
     from pmark_impl.cli import models
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pmark_impl._context import embed
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._segment import split_sentences
-from pmark_impl._types import SentenceEncoder
-from pmark_impl._watermark import resolve_channels
+from pmark_impl.generation._types import SentenceEncoder
+from pmark_impl.generation._watermark import resolve_channels
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._context import embed
+from pmark_impl.sampling._segment import split_sentences
 from pmark_theory._counts import hard_counts
 
 __all__ = ["AttackSimilarity", "EvidenceFlips", "attack_similarity", "evidence_flips"]
@@ -69,7 +69,7 @@ def attack_similarity(
       encoder: unit-norm sentence encoder.
       original: the text (or its sentences) before the attack.
       attacked: after the attack.
-      splitter: sentence splitter (default :func:`~pmark_impl._segment.split_sentences`).
+      splitter: sentence splitter (default :func:`~pmark_impl.sampling._segment.split_sentences`).
 
     Returns:
       :class:`AttackSimilarity`.

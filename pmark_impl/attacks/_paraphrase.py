@@ -3,7 +3,7 @@
 The paraphraser fills a prompt template with the text, wraps it in the tokenizer's chat template when it has one
 (SmolLM2-135M-Instruct does; the tiny test LM does not), and samples ``n_candidates`` continuations in ONE batched
 decoding loop (shared prefill, KV cache repeated), each row ending at EOS or after ``max_new_tokens`` tokens.
-Sampling: ``softmax(top_p(logits / temperature))`` (the sampler's own warper, :func:`~pmark_impl._sampler.
+Sampling: ``softmax(top_p(logits / temperature))`` (the sampler's own warper, :func:`~pmark_impl.sampling._sampler.
 filtered_logprobs`), randomness from a ``torch.Generator`` seeded by ``rng`` only, so the attack is deterministic
 given ``rng``. The reply is cleaned: leading preamble lines ending with ``:`` are dropped; at sentence level the
 first line is kept, the quoted part of ``'Here is a version: "…"'`` taken (or leading labels such as ``"Sentence: "``
@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._segment import normalize_whitespace, split_sentences
 from pmark_impl.attacks._params import (
     check_bool,
     check_int_in,
@@ -39,6 +38,7 @@ from pmark_impl.attacks._params import (
     show,
 )
 from pmark_impl.attacks._table import AttackFn, register_attack
+from pmark_impl.sampling._segment import normalize_whitespace, split_sentences
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
@@ -119,7 +119,7 @@ class Paraphraser:
     chat: bool | None = None
 
     def __post_init__(self) -> None:
-        from pmark_impl._sampler import SamplingConfig
+        from pmark_impl.sampling._sampler import SamplingConfig
 
         _check_model(self.model)
         _check_tokenizer(self.tokenizer)
@@ -180,7 +180,7 @@ class Paraphraser:
         """``n_candidates`` cleaned replies for ``text``, sampled in one batch with ``generator``."""
         import torch
 
-        from pmark_impl._sampler import cache_keyword, filtered_logprobs, returned_cache
+        from pmark_impl.sampling._sampler import cache_keyword, filtered_logprobs, returned_cache
 
         k = self.n_candidates
         device = next(self.model.parameters()).device
@@ -283,7 +283,7 @@ def _make(level: str, model, tokenizer, model_name, **kw) -> Paraphraser:
     if model is not None and model_name is not None:
         raise PMarkValueError("pass model and tokenizer, or model_name, not both")
     if model is None:
-        from pmark_impl._models import load_lm
+        from pmark_impl.sampling._models import load_lm
 
         model, tokenizer = load_lm(model_name)
     return Paraphraser(model, tokenizer, level=level, **kw)
@@ -322,7 +322,7 @@ def paraphrase_sentence(
 
     Args:
       model, tokenizer: a loaded instruct LM (default: ``load_lm(model_name)``, SmolLM2 when ``None``).
-      model_name: any id for :func:`~pmark_impl._models.load_lm` when ``model`` is not given.
+      model_name: any id for :func:`~pmark_impl.sampling._models.load_lm` when ``model`` is not given.
       template: instruction with ``{text}`` (default :data:`SENTENCE_TEMPLATE`).
       temperature, top_p: sampling (``top_k`` off).
       max_new_tokens: reply cap (default 64).

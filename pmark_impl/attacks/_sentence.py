@@ -3,7 +3,7 @@
 PMark reads sentence ``t`` against the bits ``r_(t, ·)`` of position ``t``. An attack that removes, adds, merges
 or splits a sentence before position ``t`` makes every later sentence be read against another position's bits:
 their evidence becomes a coin flip (the bits of two positions agree on each channel with probability ½). The
-attacks below split the text with :func:`pmark_impl._segment.split_sentences`, act on whole sentences, and join
+attacks below split the text with :func:`pmark_impl.sampling._segment.split_sentences`, act on whole sentences, and join
 with one space; the sentence count of the result (by the same splitter) changes exactly as stated. Positions are
 drawn uniformly from ``rng`` unless given.
 
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pmark_impl._segment import TERMINAL_MARKS, split_sentences
 from pmark_impl.attacks._params import check_int_in, show
 from pmark_impl.attacks._table import AttackFn, register_attack
+from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [

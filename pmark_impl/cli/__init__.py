@@ -13,7 +13,7 @@
                    (centred proxies + per-key null from human text; held-out FPR report, K1)
 
 ``generate --out TEXT`` also writes the provenance record ``TEXT.pmark.json`` (mode, N, b, seed, models,
-prompt, key fingerprint, per-sentence steps; :mod:`pmark_impl._provenance`); ``detect TEXT`` follows it, and a
+prompt, key fingerprint, per-sentence steps; :mod:`pmark_impl.generation._provenance`); ``detect TEXT`` follows it, and a
 flag that contradicts it is an error (:mod:`pmark_impl.cli.provenance`).
     pmark check …  → proofs_checks.cli:main(argv)   (commands of other packages, imported lazily)
     pmark --version                                  (prints ``pmark <version>`` of the pmark-toolkit distribution)
@@ -83,7 +83,7 @@ EXTERNAL_COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def _validate_proxy_kwargs() -> dict[str, Any]:
     """``validate-proxy`` embeds corpora with this package's encoder (proofs_checks never imports pmark_impl)."""
-    from pmark_impl._models import load_encoder
+    from pmark_impl.sampling._models import load_encoder
 
     return {"encoder_factory": load_encoder}
 
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pmark: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, OSError) as exc:  # KeyFileError, PMarkValueError, UserFileError, …
-        from pmark_impl._keys import KeyFileError
+        from pmark_impl.keys._keys import KeyFileError
         from pmark_theory._validate import PMarkValueError
 
         if isinstance(exc, (KeyFileError, PMarkValueError)):  # our messages: print them whole

@@ -68,8 +68,8 @@ def cmd_attacks(args: argparse.Namespace) -> int:
 
 def cmd_attack(args: argparse.Namespace) -> int:
     """Apply attack ``NAME`` with its parameters to the text of ``FILE`` and print or write the result."""
-    from pmark_impl._segment import split_sentences
     from pmark_impl.attacks import get_attack, list_attacks
+    from pmark_impl.sampling._segment import split_sentences
 
     check_paths({"FILE": args.file, "--human-file": args.human_file}, {"--out": args.out}, args.force)
     params = parse_params(args.param)

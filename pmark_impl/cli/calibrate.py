@@ -1,4 +1,4 @@
-"""``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl._calibrate`).
+"""``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl.keys._calibrate`).
 
 Reads the key, embeds a human corpus (the built-in one — prose that ships with CPython — or ``--corpus FILE``),
 writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an existing one without ``--force``;
@@ -201,10 +201,10 @@ def check_scheme_calibration(args: argparse.Namespace) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
-    from pmark_impl._calibrate import calibrate_key, fpr_verdict
-    from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
-    from pmark_impl._key_files import load_key, save_key
+    from pmark_impl.keys._calibrate import calibrate_key, fpr_verdict
+    from pmark_impl.keys._key_files import load_key, save_key
+    from pmark_impl.sampling._context import embed
     from pmark_theory._lock import LOCK_NAME, OutputLock
     from pmark_theory._owned import claim_folder, probe_folder
 

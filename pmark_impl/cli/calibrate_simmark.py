@@ -138,10 +138,10 @@ def run_detect_simmark(args: argparse.Namespace) -> int:
 
 def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate-simmark``."""
-    from pmark_impl._context import embed
     from pmark_impl._corpus import builtin_documents, read_corpus
     from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
     from pmark_impl.cli.provenance import device_kwargs
+    from pmark_impl.sampling._context import embed
     from pmark_theory._simmark import check_simmark_interval
 
     check_paths(

@@ -23,13 +23,13 @@ __all__ = ["add_parser", "cmd_detect"]
 
 def cmd_detect(args: argparse.Namespace) -> int:
     """``pmark detect``: print the JSON verdict on FILE (following its provenance record when present)."""
-    from pmark_impl._detect import detect
-    from pmark_impl._detect_work import split_within_budget
-    from pmark_impl._key_files import load_key
-    from pmark_impl._watermark import resolve_channels
     from pmark_impl.cli.calibrate_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl.cli.provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl.cli.scheme_options import cli_scheme
+    from pmark_impl.detection._detect import detect
+    from pmark_impl.detection._detect_work import split_within_budget
+    from pmark_impl.generation._watermark import resolve_channels
+    from pmark_impl.keys._key_files import load_key
 
     cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
     if wants_simmark_detection(args):

@@ -185,7 +185,7 @@ def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple
         return None
     if args.oracle == "same":
         return sampler.model, sampler.tokenizer
-    from pmark_impl._models import load_lm
+    from pmark_impl.sampling._models import load_lm
 
     return load_lm(args.oracle, **({"device": device} if device else {}))
 
@@ -246,7 +246,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dev)
     if args.model is None:
-        from pmark_impl._models import DEFAULT_LM_NAME
+        from pmark_impl.sampling._models import DEFAULT_LM_NAME
 
         model_name = DEFAULT_LM_NAME
     else:

@@ -75,8 +75,8 @@ def read_key_file(args: argparse.Namespace, channels: int) -> Any:
     """The key of ``--key`` (``None`` without it), checked before any model is loaded."""
     if args.key is None:
         return None
-    from pmark_impl._key_files import load_key
-    from pmark_impl._keys import KeyFileError
+    from pmark_impl.keys._key_files import load_key
+    from pmark_impl.keys._keys import KeyFileError
 
     key = load_key(args.key)  # a missing / corrupt / insecure key file fails here
     if key.channels < channels:
@@ -93,7 +93,7 @@ def check_settings(runs: Any, key: Any) -> None:
     """
     import numpy as np
 
-    from pmark_impl._keys import WatermarkKey
+    from pmark_impl.keys._keys import WatermarkKey
     from pmark_impl.schemes import get_scheme, resolve_settings
 
     if key is None:
@@ -111,7 +111,7 @@ def evaluation_key(args: argparse.Namespace, key: Any, encoder: Any, channels: i
     """``key`` (from :func:`read_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
     import numpy as np
 
-    from pmark_impl._keys import KeyFileError, WatermarkKey
+    from pmark_impl.keys._keys import KeyFileError, WatermarkKey
 
     if key is None:  # an evaluation key: reproducible from --key-seed, never saved
         return WatermarkKey.generate(

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pmark_impl._provenance import Provenance, ProvenanceError, load_provenance, provenance_path
+from pmark_impl.generation._provenance import Provenance, ProvenanceError, load_provenance, provenance_path
 
 __all__ = [
     "DETECT_DEFAULTS",
@@ -52,7 +52,7 @@ def device_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     device = getattr(args, "device", None)
     if device is None:
         return {}
-    from pmark_impl._models import check_device
+    from pmark_impl.sampling._models import check_device
 
     return {"device": check_device(device)}
 
@@ -166,7 +166,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
       args: the parsed arguments (the flags' names for messages), or ``None``.
 
     Returns:
-      The test detection will use (:func:`pmark_impl._detect_tests.resolve_test`, the rule :func:`pmark_impl.detect`
+      The test detection will use (:func:`pmark_impl.detection._detect_tests.resolve_test`, the rule :func:`pmark_impl.detect`
       applies).
 
     Raises:
@@ -174,7 +174,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
         ``--test resample`` with a positional key or outside offline mode (the rules of ``resolve_test``); a
         scheme's flag with a scheme it does not apply to, or a bad setting (the scheme's own checks).
     """
-    from pmark_impl._detect_tests import resolve_test
+    from pmark_impl.detection._detect_tests import resolve_test
     from pmark_impl.schemes import get_scheme, resolve_settings
 
     scheme = get_scheme(settings["mode"])
@@ -191,7 +191,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
 
 def _loader_model_name(model: str | None) -> str | None:
     """A recorded default-LM label means "the offline default" (``None`` for the loader)."""
-    from pmark_impl._models import DEFAULT_LM_ALIASES
+    from pmark_impl.sampling._models import DEFAULT_LM_ALIASES
 
     return None if model is None or model in DEFAULT_LM_ALIASES else model
 

@@ -11,7 +11,7 @@ negatives of the false-positive rate). Sources, chosen by :func:`read_prompts`'s
 
 The paper's protocol (``prompt_field=None``): the first sentence of a document is the prompt, the remaining
 sentences are the human continuation. With ``prompt_field`` the prompt is that field and the continuation is
-every sentence of ``field``. Sentences come from :func:`pmark_impl._segment.split_sentences` (the detector's
+every sentence of ``field``. Sentences come from :func:`pmark_impl.sampling._segment.split_sentences` (the detector's
 own splitter), so a human continuation is cut exactly as a generated one.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pmark_impl._corpus import CORPUS_LIMIT_BYTES, jsonl_objects, text_lines
-from pmark_impl._segment import split_sentences
+from pmark_impl.sampling._segment import split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._validate import PMarkValueError, check_positive_int
 

@@ -11,7 +11,7 @@ What a unit of run ``R`` (scheme ``s``) on document ``D`` does:
   2. the human negative: ``D.human`` cut to the text's number of sentences (the paper's protocol);
   3. each attack of ``R`` applied to the text (its own seed), and every text detected with ``s``'s detector:
      the attacked texts (positives), the human negative, and the ``none`` run's text of ``D`` (negatives from
-     the same LM); PMark / SemStamp modes in one :func:`pmark_impl._detect.detect_many` call;
+     the same LM); PMark / SemStamp modes in one :func:`pmark_impl.detection._detect.detect_many` call;
   4. the text's perplexity under the oracle LM, given the prompt.
 
 The record holds the per-sentence evidence (key bits and matches): it is for the key holder only.
@@ -102,7 +102,7 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
       ``matches`` / ``totals`` (SemStamp: green sentences; SimMark: pairs in the interval), ``null_p`` (the
       per-bit null probability of the exact test, ``None`` for SimMark), the verdict and the evidence.
     """
-    from pmark_impl._detect import detect_many
+    from pmark_impl.detection._detect import detect_many
     from pmark_impl.schemes import get_scheme
 
     scheme = get_scheme(run.scheme)
@@ -128,7 +128,7 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
 
 
 def _generate(ctx: EvalContext, run: RunSpec, prompt: str, seed: int, counter: CountingSampler) -> Any:
-    from pmark_impl._watermark import generate
+    from pmark_impl.generation._watermark import generate
 
     settings = dict(run.settings)
     if run.scheme == NO_SCHEME:  # one candidate, always output: the LM's own law

@@ -5,7 +5,7 @@ In the style of optax's ``GradientTransformation`` and blackjax's ``SamplingAlgo
 the code that drives schemes (:func:`pmark_impl.generate`, :func:`pmark_impl.detect`, provenance, ``pmark
 evaluate``, the CLI) calls these parts and never asks which scheme it drives.
 
-Generation of one text (:func:`pmark_impl._watermark.generate`) is, for every position ``t``::
+Generation of one text (:func:`pmark_impl.generation._watermark.generate`) is, for every position ``t``::
 
     state = scheme.init(setup)                                   # per-text state (previous cell, centre, ...)
     out = scheme.step(rng, setup, state, draw)                  # candidates -> StepOutput (chosen index, ...)
@@ -36,7 +36,7 @@ __all__ = [
 
 
 class StepOutput(NamedTuple):
-    """What one step returns (the fields of :class:`pmark_impl._types.StepInfo` it decides).
+    """What one step returns (the fields of :class:`pmark_impl.generation._types.StepInfo` it decides).
 
     Attributes:
       candidates: every candidate drawn at this position, in draw order (``.text``, ``.n_tokens``, ``.outcome``).
@@ -124,7 +124,7 @@ class Setup(NamedTuple):
 
     def embed(self, texts: Sequence[str]) -> Any:
         """``[n, d]`` float64 embeddings of ``texts`` (one encoder batch, checked finite and of the key's ``d``)."""
-        from pmark_impl._context import embed
+        from pmark_impl.sampling._context import embed
 
         return embed(self.encoder, texts, self.key.dim)
 
@@ -146,7 +146,7 @@ class Draw(NamedTuple):
 
     def sample(self, n: int) -> list[Any]:
         """``n`` candidates of the LM from this position's context and generator (checked: ``n`` sentences)."""
-        from pmark_impl._context import draw_candidates
+        from pmark_impl.sampling._context import draw_candidates
 
         return draw_candidates(self.sampler, self.context, n, self.generator)
 
@@ -182,7 +182,7 @@ class DetectRequest(NamedTuple):
 
         import numpy as np
 
-        from pmark_impl._detect_work import embed_reporting
+        from pmark_impl.detection._detect_work import embed_reporting
 
         flat = [s for sentences in self.sentences for s in sentences]
         emb = embed_reporting(self.encoder, flat, self.key.dim, self.progress)

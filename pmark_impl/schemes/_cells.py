@@ -22,11 +22,11 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl._api_checks import check_number
-from pmark_impl._context import draw_candidates, embed
-from pmark_impl._detect_result import SentenceEvidence
-from pmark_impl._detect_result import verdict as _verdict
-from pmark_impl._detect_work import embed_reporting
 from pmark_impl._limits import check_limit
+from pmark_impl.detection._detect_result import SentenceEvidence
+from pmark_impl.detection._detect_result import verdict as _verdict
+from pmark_impl.detection._detect_work import embed_reporting
+from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._results import count_record
 from pmark_theory._cell_rules import check_margin, green_candidates

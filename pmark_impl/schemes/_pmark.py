@@ -4,7 +4,7 @@ Per text the state is the tuple of the kept sentences' embeddings when the key n
 or context seeds, Z1), else empty. At position ``t`` the bits are ``key.step_bits(t, previous, b)`` and the
 proxy centre ``c_t`` is :func:`pmark_theory.step_centre` of the previous embeddings. Detection computes the
 centred proxies of every sentence, the reference medians (0 offline; online the HD median of ``N`` fresh
-candidates, E14) and the bits, then :func:`pmark_impl._detect_stats.pmark_results` (X3, X4, K1, Z3).
+candidates, E14) and the bits, then :func:`pmark_impl.detection._detect_stats.pmark_results` (X3, X4, K1, Z3).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._calibration import centred_text_proxies
-from pmark_impl._context import embed
-from pmark_impl._detect_stats import pmark_results
-from pmark_impl._detect_work import embed_reporting, online_medians
+from pmark_impl.detection._detect_stats import pmark_results
+from pmark_impl.detection._detect_work import embed_reporting, online_medians
+from pmark_impl.keys._calibration import centred_text_proxies
+from pmark_impl.sampling._context import embed
 from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
 from pmark_impl.schemes._results import count_record
 from pmark_theory._centring import centred_proxies, step_centre

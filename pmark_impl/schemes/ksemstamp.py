@@ -32,7 +32,7 @@ def centroids(key: Any, k: int, *, source: str = "auto") -> np.ndarray:
     ``source``:
 
     * ``"fitted"``: the centroids stored in the key (fitted by spherical k-means on a corpus, E2,
-      :func:`pmark_impl._centroids.fit_key_centroids`); their ``k`` is fixed by the fit;
+      :func:`pmark_impl.keys._centroids.fit_key_centroids`); their ``k`` is fixed by the fit;
     * ``"random"``: ``k`` unit vectors uniform on the sphere, derived from the key
       (``HMAC(secret, "ksemstamp/centroids/k")``) — a stand-in for k-means centroids of domain data, kept
       for keys without a corpus (C7 holds for any cells; only the cell masses change);

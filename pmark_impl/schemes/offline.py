@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_impl._context import draw_candidates, embed
 from pmark_impl._limits import check_limit
+from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_theory._rules import RULES, offline_scores, select_from_mask

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_impl._context import draw_candidates, embed
+from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Scheme, Setup, StepOutput
 from pmark_theory._rules import RULES, select_from_mask
@@ -46,7 +46,7 @@ def online_step(
     Args:
       rng: JAX key of the tie-breaks and the uniform survivor.
       sampler, encoder: as :func:`pmark_impl.generate`.
-      context: the LM context (:func:`pmark_impl._context.context_for`).
+      context: the LM context (:func:`pmark_impl.sampling._context.context_for`).
       gen: the sampler's ``torch.Generator``.
       v: pivots ``[b, d]``.
       bits: the key's bits ``r_(t, ·)`` ``[b]``.

@@ -18,10 +18,10 @@ import jax
 import numpy as np
 
 from pmark_impl._api_checks import check_number
-from pmark_impl._context import embed
 from pmark_impl._limits import check_limit
 from pmark_impl._simmark import detect_simmark, previous_embedding, simmark_step
 from pmark_impl._simmark_calibration import calibrate_simmark, load_simmark_calibration
+from pmark_impl.sampling._context import embed
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SchemeCalibration, Setup, StepOutput
 from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW, check_simmark_interval
 from pmark_theory._validate import PMarkValueError

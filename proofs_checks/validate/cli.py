@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None, encoder_factory: Callable[..., Any] | No
     Args:
       argv: arguments after ``validate-proxy`` (default ``sys.argv[1:]``).
       encoder_factory: ``() -> encoder`` (or ``(name) -> encoder`` with ``--encoder``), an object with
-        ``.encode(texts) -> [n, d]``; needed for ``--corpus`` (the lead passes ``pmark_impl._models.load_encoder``).
+        ``.encode(texts) -> [n, d]``; needed for ``--corpus`` (the lead passes ``pmark_impl.sampling._models.load_encoder``).
 
     Returns:
       0 (report written, no error flag), 1 (report written, error flags) or 2 (usage/input error, one line on

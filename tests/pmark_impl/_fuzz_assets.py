@@ -2,7 +2,7 @@
 
 :func:`install_fakes` replaces every model loader: the CLI's ``pmark_impl.cli.models.load_encoder`` /
 ``load_sampler`` by the fakes of :mod:`_impl_fakes` (as ``test_cli_fuzz.py`` does; any encoder name gives the
-32-dimensional fake except :data:`DIM16`), ``pmark_impl._models.load_lm`` by a refusal, so ``demo``, the paraphrase attacks and a perplexity
+32-dimensional fake except :data:`DIM16`), ``pmark_impl.sampling._models.load_lm`` by a refusal, so ``demo``, the paraphrase attacks and a perplexity
 oracle never load a real model. :func:`build_assets` makes, once per run and through ``pmark`` itself, the valid
 files the variants start from (keys of every kind, generated texts with their provenance records, a SimMark
 calibration, an evaluation folder, a claim-check report); it also warms every code path up.
@@ -30,8 +30,8 @@ PROC_PATH = "/proc/pmark-fuzz-no-such-dir/out"
 
 def install_fakes(mp: Any) -> None:
     """Fake models everywhere, through ``mp`` (a ``pytest.MonkeyPatch``)."""
-    from pmark_impl import _models
     from pmark_impl.cli import models
+    from pmark_impl.sampling import _models
 
     encoders = {
         32: FakeEncoder.random(SENTENCES, 32, seed=3),
@@ -42,7 +42,7 @@ def install_fakes(mp: Any) -> None:
         return encoders[16 if name == DIM16 else 32]
 
     def load_sampler(model: Any, temperature: Any, top_p: Any, **_: Any) -> FakeSampler:
-        from pmark_impl._sampler import SamplingConfig
+        from pmark_impl.sampling._sampler import SamplingConfig
 
         settings = (("temperature", temperature), ("top_p", top_p))
         SamplingConfig(**{k: v for k, v in settings if v is not None})  # the real loader checks these first

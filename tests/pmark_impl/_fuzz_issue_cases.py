@@ -144,8 +144,8 @@ def found_cli_cases(assets: Assets) -> list[CliCase]:
 def issue_api_cases() -> list[ApiCase]:
     """The issue's API calls."""
     import pmark_impl
-    from pmark_impl._key_files import load_key, save_key
-    from pmark_impl._keys import WatermarkKey
+    from pmark_impl.keys._key_files import load_key, save_key
+    from pmark_impl.keys._keys import WatermarkKey
     from pmark_theory import (
         clopper_pearson,
         critical_count,
@@ -218,7 +218,7 @@ def issue_api_cases() -> list[ApiCase]:
 
 
 def _loads(path: Any) -> bool:
-    from pmark_impl._key_files import load_key
+    from pmark_impl.keys._key_files import load_key
 
     try:
         load_key(path)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import pmark_impl._models
 import pmark_impl.attacks._word
+import pmark_impl.sampling._models
 from pmark_impl.attacks import TableLexicon, get_attack, list_attacks
 from pmark_theory._validate import PMarkValueError
 
@@ -65,7 +65,7 @@ def _nothing_heavy_loads(monkeypatch):
     def no_lm(*args, **kwargs):
         raise AssertionError("a model was loaded before the parameters were checked")
 
-    monkeypatch.setattr(pmark_impl._models, "load_lm", no_lm)
+    monkeypatch.setattr(pmark_impl.sampling._models, "load_lm", no_lm)
     monkeypatch.setattr(
         pmark_impl.attacks._word, "default_lexicon", lambda: TableLexicon({"cat": ["feline"]})
     )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmark_impl._segment import split_sentences
 from pmark_impl.attacks import (
     Paraphraser,
     bigram_overlap,
     get_attack,
     select_by_bigram_overlap,
 )
+from pmark_impl.sampling._segment import split_sentences
 from pmark_theory._validate import PMarkValueError
 
 

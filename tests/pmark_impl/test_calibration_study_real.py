@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pmark_impl._calibrate import key_fpr_study
-from pmark_impl._context import embed
 from pmark_impl._corpus import builtin_documents
-from pmark_impl._keys import WatermarkKey
+from pmark_impl.keys._calibrate import key_fpr_study
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._context import embed
 
 pytestmark = pytest.mark.slow
 

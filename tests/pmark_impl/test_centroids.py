@@ -1,4 +1,4 @@
-"""k-SemStamp centroids fitted on a corpus and stored in the key file (E2; pmark_impl._centroids).
+"""k-SemStamp centroids fitted on a corpus and stored in the key file (E2; pmark_impl.keys._centroids).
 
 A fake encoder (fixed unit vectors) keeps every fit exact and fast; the built-in corpus is used once, through
 the CLI. Generation in ksemstamp mode is checked to use the stored centroids: every non-fallback output lies in a
@@ -17,19 +17,19 @@ from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
 from pmark_impl import _corpus as corpus_module
 from pmark_impl import cli
-from pmark_impl._centroids import (
+from pmark_impl._corpus import Document, corpus_fingerprint
+from pmark_impl.detection._detect import detect
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._centroids import (
     MAX_CENTROID_VALUES,
     KeyCentroids,
     centroids_from_json,
     fit_centroids,
     fit_key_centroids,
 )
-from pmark_impl._context import embed
-from pmark_impl._corpus import Document, corpus_fingerprint
-from pmark_impl._detect import detect
-from pmark_impl._key_files import load_key, save_key
-from pmark_impl._keys import KeyFileError, WatermarkKey
-from pmark_impl._watermark import generate
+from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys._keys import KeyFileError, WatermarkKey
+from pmark_impl.sampling._context import embed
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError

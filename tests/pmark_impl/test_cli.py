@@ -16,9 +16,9 @@ import pytest
 from _impl_fakes import FakeEncoder, install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl._key_files import load_key, save_key
-from pmark_impl._keys import WatermarkKey
 from pmark_impl.cli import models
+from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys._keys import WatermarkKey
 
 SENTENCES = universe(500)
 
@@ -267,7 +267,7 @@ def test_console_script_errors_have_no_traceback(tmp_path):
 
 def test_cli_with_the_tiny_lm_and_minilm(tmp_path, capsys, monkeypatch, tiny_lm, minilm):
     # Real components end to end (tiny enumerable LM, MiniLM): keygen → generate → detect, reproducible.
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
     monkeypatch.setattr(models, "load_encoder", lambda name: minilm)
     monkeypatch.setattr(models, "load_sampler", lambda m, t, p: LMSentenceSampler(*tiny_lm, SamplingConfig()))
@@ -359,7 +359,7 @@ def test_bad_temperature_is_not_reported_as_a_model_loading_error(monkeypatch, c
     # The real models.load_sampler: SamplingConfig is checked before any model is loaded.
     monkeypatch.setattr(models, "load_encoder", lambda name: FakeEncoder(32))
     loads = []
-    monkeypatch.setattr("pmark_impl._models.load_lm", lambda model: loads.append(model))
+    monkeypatch.setattr("pmark_impl.sampling._models.load_lm", lambda model: loads.append(model))
     assert cli.main(["generate", "--key", keyfile[0], "--temperature", "-1", "P."]) == 2
     err = capsys.readouterr().err
     assert err.startswith("pmark generate: error: --temperature must be a finite number in (0, 100], got -1")

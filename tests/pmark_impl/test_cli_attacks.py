@@ -204,12 +204,12 @@ def test_human_file_and_param_cannot_both_give_the_sentences(tmp_path, capsys):
 def test_paraphrase_parameters_are_checked_before_any_model_loads(
     tmp_path, capsys, monkeypatch, name, params, needle
 ):
-    import pmark_impl._models
+    import pmark_impl.sampling._models
 
     def no_load(*args, **kwargs):
         raise AssertionError("a model was loaded before the parameters were checked")
 
-    monkeypatch.setattr(pmark_impl._models, "load_lm", no_load)
+    monkeypatch.setattr(pmark_impl.sampling._models, "load_lm", no_load)
     src = tmp_path / "t.txt"
     src.write_text(TEXT, encoding="utf-8")
     argv = ["attack", name, str(src)]

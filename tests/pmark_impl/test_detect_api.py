@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
-from pmark_impl import _detect_work
-from pmark_impl._detect import detect, detect_many
-from pmark_impl._keys import WatermarkKey
 from pmark_impl._simmark import detect_simmark
-from pmark_impl._watermark import context_for, generate
+from pmark_impl.detection import _detect_work
+from pmark_impl.detection._detect import detect, detect_many
+from pmark_impl.generation._watermark import context_for, generate
+from pmark_impl.keys._keys import WatermarkKey
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(64)
@@ -213,8 +213,8 @@ def test_generate_checks_its_arguments(key, enc, args, kwargs, needles):
 
 
 def test_calibration_entry_points_check_types(key, enc):
-    from pmark_impl._calibrate import calibrate_key, key_fpr_study
     from pmark_impl._corpus import Document
+    from pmark_impl.keys._calibrate import calibrate_key, key_fpr_study
 
     docs = [Document(f"d{i}", tuple(SENTENCES[8 * i : 8 * i + 8])) for i in range(8)]
     _refused(lambda: calibrate_key("k.key", enc, docs), "key must be a WatermarkKey", "load_key")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from pmark_impl._encoder import Encoder
-from pmark_impl._models import DEFAULT_ENCODER_NAME, default_lm_path, load_encoder
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl._segment import split_sentences
+from pmark_impl.sampling._encoder import Encoder
+from pmark_impl.sampling._models import DEFAULT_ENCODER_NAME, default_lm_path, load_encoder
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling._segment import split_sentences
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = [

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from pmark_impl._segment import split_sentences
 from pmark_impl.evaluate import _prompts
 from pmark_impl.evaluate._prompts import (
     EvalDocument,
@@ -21,6 +20,7 @@ from pmark_impl.evaluate._prompts import (
     prompts_fingerprint,
     read_prompts,
 )
+from pmark_impl.sampling._segment import split_sentences
 from pmark_theory._files import UserFileError
 from pmark_theory._validate import PMarkValueError
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl._key_files import load_key, save_key
-from pmark_impl._keys import (
+from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys._keys import (
     KEY_FORMAT,
     MAX_KEY_CHANNELS,
     MAX_KEY_DIM,

@@ -17,7 +17,7 @@ control: X4's soft FPR on the same key, whose one-sided 99.9% Clopper–Pearson 
 (measured 5.9% / 18.5%).
 
 Negative controls of the SAME pipeline (:func:`calibrate_key` then :func:`detect_many`) with one mutation of
-the per-key soft null (``monkeypatch`` on :mod:`pmark_impl._detect_stats`), on a second synthetic corpus built
+the per-key soft null (``monkeypatch`` on :mod:`pmark_impl.detection._detect_stats`), on a second synthetic corpus built
 to expose each mutation (``_control_world``); each mutant's 99.9% lower bound must exceed α at both levels
 while the real test stays at or below α:
 
@@ -40,15 +40,15 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler
 from scipy import stats
 
-from pmark_impl import _detect_stats
-from pmark_impl._calibrate import calibrate_key
-from pmark_impl._calibration import KeyCalibration, calibration_from_json
 from pmark_impl._corpus import Document
-from pmark_impl._detect import detect, detect_many
-from pmark_impl._detect_tests import resolve_test
-from pmark_impl._key_files import load_key, save_key
-from pmark_impl._keys import KeyFileError, WatermarkKey
-from pmark_impl._watermark import generate
+from pmark_impl.detection import _detect_stats
+from pmark_impl.detection._detect import detect, detect_many
+from pmark_impl.detection._detect_tests import resolve_test
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._calibrate import calibrate_key
+from pmark_impl.keys._calibration import KeyCalibration, calibration_from_json
+from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys._keys import KeyFileError, WatermarkKey
 from pmark_theory._per_key_soft import band_match_bounds, pool_counts
 from pmark_theory._validate import PMarkValueError
 

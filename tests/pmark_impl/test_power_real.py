@@ -37,11 +37,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl._detect import detect
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl._tiny import make_tiny_lm
-from pmark_impl._watermark import generate
+from pmark_impl.detection._detect import detect
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling._tiny import make_tiny_lm
 
 ALPHA = 0.01
 CHANNELS = 4
@@ -102,7 +102,7 @@ class _ReplayEncoder:
 def encoder(minilm):
     """The session's MiniLM, embedding in length-sorted batches of 8: the same model and vectors (to ~2e-7), with
     less padding than one batch of 32-64 sentences (measured ~1.7x faster at N = 32-64 on one CPU thread)."""
-    from pmark_impl._encoder import Encoder
+    from pmark_impl.sampling._encoder import Encoder
 
     return Encoder(minilm.model, minilm.name, batch_size=8)
 
@@ -133,7 +133,7 @@ def test_make_tiny_lm_options_keep_the_defaults():
     # corpus=TINY_CORPUS and eos_bias=end_bias are the defaults: the same weights, biases and vocabulary.
     import torch
 
-    from pmark_impl._tiny import TINY_CORPUS
+    from pmark_impl.sampling._tiny import TINY_CORPUS
 
     (m0, t0), (m1, t1) = make_tiny_lm(seed=3), make_tiny_lm(seed=3, corpus=TINY_CORPUS, eos_bias=0.5)
     s0, s1 = m0.state_dict(), m1.state_dict()

@@ -18,23 +18,23 @@ from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 from scipy import stats
 
 from pmark_impl import cli
-from pmark_impl._detect import detect
-from pmark_impl._key_files import save_key
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._provenance import (
-    PROVENANCE_NOTE,
-    ProvenanceError,
-    load_provenance,
-    provenance_path,
-    save_provenance,
-)
 from pmark_impl._tradeoffs import (
     offline_batched_samples,
     offline_expected_matches,
     tradeoff_rows,
     tradeoff_table,
 )
-from pmark_impl._watermark import generate
+from pmark_impl.detection._detect import detect
+from pmark_impl.generation._provenance import (
+    PROVENANCE_NOTE,
+    ProvenanceError,
+    load_provenance,
+    provenance_path,
+    save_provenance,
+)
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._key_files import save_key
+from pmark_impl.keys._keys import WatermarkKey
 from pmark_theory import offline_expected_samples, online_bit_accuracy
 
 SENTENCES = universe(500)

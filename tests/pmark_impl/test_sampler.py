@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
-from pmark_impl._sampler import (
+from pmark_impl.sampling._sampler import (
     CAP_MARK,
     DECODE_WINDOW,
     OUTCOMES,
@@ -29,9 +29,14 @@ from pmark_impl._sampler import (
     SamplingConfig,
     filtered_logprobs,
 )
-from pmark_impl._segment import split_sentences
-from pmark_impl._tiny import enumerate_sentences, make_tiny_lm
-from pmark_impl._token_law import NUCLEUS_SHORTLIST, _nucleus_shortlist, _top_p_drop, sample_next_tokens
+from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
+from pmark_impl.sampling._token_law import (
+    NUCLEUS_SHORTLIST,
+    _nucleus_shortlist,
+    _top_p_drop,
+    sample_next_tokens,
+)
 from pmark_theory._validate import PMarkValueError
 
 CONTEXT = "the cat sat."
@@ -535,7 +540,7 @@ def test_window_detokenisation_matches_whole_row_smollm2_tokenizer():
     pytest.importorskip("gguf")
     from transformers import AutoTokenizer
 
-    from pmark_impl._models import default_lm_path
+    from pmark_impl.sampling._models import default_lm_path
 
     try:
         path = default_lm_path()

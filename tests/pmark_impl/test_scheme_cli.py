@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from pmark_impl import WatermarkKey, cli
-from pmark_impl._key_files import save_key
 from pmark_impl.cli import models
+from pmark_impl.keys._key_files import save_key
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Byte-identical generation and detection for every built-in scheme, pinned before the Scheme interface.
 
 The hashes below were computed on the tree before the schemes moved behind :class:`pmark_impl.schemes.Scheme`
-(commit ``dbe1751``) with the seeded tiny LM of ``pmark_impl._tiny`` (the real sampler's batched decoding
+(commit ``dbe1751``) with the seeded tiny LM of ``pmark_impl.sampling._tiny`` (the real sampler's batched decoding
 loop) and a hash-seeded fake encoder. They pin the generated text, every :class:`StepInfo` field, the
 provenance record and the full detection record (evidence included) of each scheme and of the variants that take
 other code paths (SemStamp margin rejection, cell-keyed green sets, context seeds, a calibrated key). A change of
@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from pmark_impl import WatermarkKey, detect, generate
-from pmark_impl._calibration import KeyCalibration
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
 from pmark_impl._simmark import detect_simmark
 from pmark_impl._simmark_calibration import SimMarkCalibration
+from pmark_impl.keys._calibration import KeyCalibration
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 from tests.pmark_impl._impl_fakes import FakeEncoder
 
 DIM = 16

@@ -14,11 +14,11 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
-from pmark_impl._key_files import save_key
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._provenance import load_provenance
-from pmark_impl._watermark import generate
 from pmark_impl.cli import models
+from pmark_impl.generation._provenance import load_provenance
+from pmark_impl.generation._watermark import generate
+from pmark_impl.keys._key_files import save_key
+from pmark_impl.keys._keys import WatermarkKey
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._validate import PMarkValueError
@@ -51,7 +51,7 @@ def _cells(mode, key, emb, lsh_dim=3, n_clusters=8):
 
 @pytest.fixture
 def tiny_sampler(tiny_lm):
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
     return LMSentenceSampler(*tiny_lm, SamplingConfig.true_law(3))
 
@@ -152,7 +152,7 @@ def cli_world(monkeypatch, tmp_path):
     encoder = FakeEncoder.random(sentences, DIM, seed=3)
     monkeypatch.setattr(models, "load_encoder", lambda name, **_: encoder)
     monkeypatch.setattr(models, "load_sampler", lambda m, t, p, **_: FakeSampler(sentences))
-    import pmark_impl._watermark as wm
+    import pmark_impl.generation._watermark as wm
 
     seen = []
     real = wm.generate

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, ScriptedSampler, universe
 
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._segment import split_sentences
-from pmark_impl._watermark import MODES, GenerationResult, StepInfo, context_for, generate
+from pmark_impl.generation._watermark import MODES, GenerationResult, StepInfo, context_for, generate
+from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.sampling._segment import split_sentences
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._offline import offline_factor
 from pmark_theory._rules import online_select, signs
@@ -279,13 +279,13 @@ def test_misaligned_text_is_reported(world):
 @pytest.fixture(scope="module")
 def never_ending_lm():
     """The tiny LM without ``<eos>`` and with rare marks: most candidates are cut at a cap of 3 tokens."""
-    from pmark_impl._tiny import make_tiny_lm
+    from pmark_impl.sampling._tiny import make_tiny_lm
 
     return make_tiny_lm(seed=2, end_bias=-1.5, eos_bias=-np.inf)
 
 
 def _capped_generation(lm, seed: int, mode: str):
-    from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
     sampler = LMSentenceSampler(*lm, SamplingConfig.true_law(3))
     key = _key(seed % 5, dim=16, channels=2)
@@ -310,7 +310,7 @@ def test_capped_candidates_keep_the_text_aligned(never_ending_lm, mode):
 
 def test_capped_candidates_without_the_mark_would_misalign(never_ending_lm, monkeypatch):
     # Mutation guard: with close_capped replaced by the identity (the old behaviour) the same runs misalign.
-    import pmark_impl._sampler as sampler_module
+    import pmark_impl.sampling._sampler as sampler_module
 
     monkeypatch.setattr(sampler_module, "close_capped", lambda text: text)
     runs = [_capped_generation(never_ending_lm, seed, "offline") for seed in range(4)]

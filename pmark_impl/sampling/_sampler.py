@@ -10,14 +10,14 @@ candidates independently from one fixed law. :class:`LMSentenceSampler` does so 
 2. sample every row token by token with ``torch.multinomial(..., generator=generator)`` from the configured law
    (temperature, then top-k, then top-p, as transformers orders its warpers), in float64; with top-p alone the
    draw is over the nucleus only when it fits a 256-token shortlist (same law, :func:`sample_next_tokens`);
-3. stop a row at its first sentence boundary (:func:`pmark_impl._segment.first_sentence_end` on the decoded row),
+3. stop a row at its first sentence boundary (:func:`pmark_impl.sampling._segment.first_sentence_end` on the decoded row),
    at an EOS token, or after ``max_sentence_tokens`` tokens; drop finished rows from the batch and the cache
    (``batch_select_indices``), so the loop ends when the last row does and never hangs.
 
 Outcomes of a row (:class:`Candidate`): ``"sentence"`` (cut just past its first terminal mark; text after the mark
 in the same token is dropped), ``"eos"`` (an EOS token; the text may be empty or lack a terminal mark; generation
 ends with it, so it is always the last sentence of a text) and ``"cap"`` (``max_sentence_tokens`` tokens without a
-boundary). ``Candidate.text`` is normalised (:func:`~pmark_impl._segment.normalize_whitespace`), so a non-empty
+boundary). ``Candidate.text`` is normalised (:func:`~pmark_impl.sampling._segment.normalize_whitespace`), so a non-empty
 text is exactly one sentence: ``split_sentences(c.text) == [c.text]``.
 
 **Capped candidates are closed with** :data:`CAP_MARK` (``"."``): the truncated text gets a terminal mark appended
@@ -28,7 +28,7 @@ mark (the row would have stopped there), so after the append its only boundary i
 a deterministic function of the sampled token path, so the sentence law ``P_M`` is the push-forward of the token
 law under that function (a capped ``"a b c"`` and a completed ``"a b c."`` become the same text, whose
 probability is the sum of both paths — :meth:`LMSentenceSampler.sentence_logprob` and
-:func:`pmark_impl._tiny.enumerate_sentences` use the same rule). Every selection rule (C9, C10, E7, C5) acts on
+:func:`pmark_impl.sampling._tiny.enumerate_sentences` use the same rule). Every selection rule (C9, C10, E7, C5) acts on
 i.i.d. draws of whatever the sampler's law is, so the watermark laws and their guarantees are unchanged.
 
 Randomness: only the ``torch.Generator`` passed in; same generator state, same context, same model → the same
@@ -67,8 +67,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from pmark_impl._segment import first_sentence_end, normalize_whitespace
-from pmark_impl._token_law import (
+from pmark_impl.sampling._segment import first_sentence_end, normalize_whitespace
+from pmark_impl.sampling._token_law import (
     CAP_MARK,
     OUTCOMES,
     Candidate,
@@ -360,7 +360,7 @@ class LMSentenceSampler:
         ``max_sentence_tokens`` tokens, text closed by :func:`close_capped`, so the paths of ``sentence`` without
         its final :data:`CAP_MARK` are tried too) or by an EOS token (times ``P(EOS)`` after the path). A path on which the
         sampler would stop earlier contributes 0. Exact when these are the only token paths whose decoded text
-        normalises to ``sentence`` (the tiny word-level LM of :mod:`pmark_impl._tiny`); a lower bound otherwise
+        normalises to ``sentence`` (the tiny word-level LM of :mod:`pmark_impl.sampling._tiny`); a lower bound otherwise
         (a BPE tokenizer can spell a string many ways).
 
         Args:

@@ -12,7 +12,7 @@ texts): ``corpus=`` trains the tokenizer on other texts (a larger word vocabular
 defaults reproduce the model above exactly.
 
 Everything is seeded by ``seed`` through a ``torch.Generator`` (no global seeding); the weights are float64 so that
-the enumeration and :meth:`~pmark_impl._sampler.LMSentenceSampler.sentence_logprob` agree to ~1e-12.
+the enumeration and :meth:`~pmark_impl.sampling._sampler.LMSentenceSampler.sentence_logprob` agree to ~1e-12.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pmark_impl._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = ["TINY_CORPUS", "TINY_SPECIALS", "enumerate_sentences", "make_tiny_lm", "make_tiny_tokenizer"]

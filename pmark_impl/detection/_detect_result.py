@@ -52,7 +52,9 @@ EVIDENCE_WARNING = (
     "the watermark. Keep it with the key; never publish it or return it to users (docs/security.md)."
 )
 if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
-    raise ImportError(f"pmark_impl._detect prints the 'total' level by default, not {DEFAULT_OUTPUT_LEVEL!r}")
+    raise ImportError(
+        f"pmark_impl.detection._detect prints the 'total' level by default, not {DEFAULT_OUTPUT_LEVEL!r}"
+    )
 
 
 @dataclass(frozen=True)

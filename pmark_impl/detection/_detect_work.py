@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._api_checks import check_candidates, split_text
-from pmark_impl._context import context_for, embed, sampler_device, torch_generator
 from pmark_impl._limits import MAX_CANDIDATES, MAX_SENTENCES
+from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
 from pmark_theory._centring import centred_proxies, context_centres
 from pmark_theory._hd import hd_median
 from pmark_theory._validate import PMarkValueError
@@ -53,7 +53,7 @@ ENCODE_BATCH = 512
 def _budget_error(name: str, what: str, size: int, limit: int, constant: str) -> PMarkValueError:
     return PMarkValueError(
         f"{name} has {size:,} {what}; detection accepts at most {limit:,} {what} per text "
-        f"(pmark_impl._detect_work.{constant}): split it into parts within that size and detect each part "
+        f"(pmark_impl.detection._detect_work.{constant}): split it into parts within that size and detect each part "
         "(pmark_impl.detect_many; each part gets its own p-value)"
     )
 
@@ -66,7 +66,7 @@ def split_within_budget(
     Args:
       texts: checked texts (:func:`pmark_impl._api_checks.check_text`): a ``str`` or a list of ``str``.
       names: each text's name in messages (``"text"``, ``"texts[3]"``).
-      splitter: sentence splitter for ``str`` texts (default :func:`pmark_impl._segment.split_sentences`).
+      splitter: sentence splitter for ``str`` texts (default :func:`pmark_impl.sampling._segment.split_sentences`).
 
     Raises:
       PMarkValueError: a text over :data:`MAX_TEXT_CHARS` characters or :data:`MAX_TEXT_SENTENCES` sentences,

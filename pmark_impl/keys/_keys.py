@@ -17,10 +17,10 @@ objects are (computationally) independent of each other and of the text:
   * ``"green/…"`` (``"green-cell/…"``: seeded by the previous sentence's cell): green sets of the cell schemes;
   * each scheme derives its own material under its own label with :meth:`WatermarkKey.numpy_rng` (SemStamp's
     LSH normals, the k-means variant's random centroids: :mod:`pmark_impl.schemes`). The key stores fitted
-    centroids when it has them (spherical k-means on a corpus, :mod:`pmark_impl._centroids`, ``pmark keygen
+    centroids when it has them (spherical k-means on a corpus, :mod:`pmark_impl.keys._centroids`, ``pmark keygen
     --centroid-corpus``).
 
-Key files (:mod:`pmark_impl._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
+Key files (:mod:`pmark_impl.keys._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
 secret never appears in ``repr``, logs or errors.
 """
 
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._calibration import KeyCalibration
-from pmark_impl._centroids import KeyCentroids
-from pmark_impl._key_fields import (
+from pmark_impl.keys._calibration import KeyCalibration
+from pmark_impl.keys._centroids import KeyCentroids
+from pmark_impl.keys._key_fields import (
     KEY_FORMAT,
     KEY_VERSION,
     MAX_ENCODER_NAME,
@@ -75,7 +75,7 @@ class WatermarkKey:
     Attributes:
       secret: 32 secret bytes. Never printed: ``repr`` shows a fingerprint instead.
       encoder: name of the sentence encoder the key was made for: a non-empty printable string of at most
-        1024 characters (:func:`pmark_impl._key_files.check_encoder_name`, the key file's own rule).
+        1024 characters (:func:`pmark_impl.keys._key_files.check_encoder_name`, the key file's own rule).
       dim: embedding dimension ``d`` of that encoder.
       channels: number of channels ``b`` (``1 <= b <= d``).
       calibration: the proxy centre and per-channel null sign counts from a human corpus (K1), or ``None``
@@ -83,7 +83,7 @@ class WatermarkKey:
       seeding: ``"position"`` (default, the paper) or ``"context"`` (Z1–Z4; needs ``2b <= d``).
       seed_window: ``w`` in ``1..64``, the previous sentences whose mean embedding seeds the bits (context
         seeding).
-      fitted_centroids: k-SemStamp centroids fitted on a corpus (:class:`pmark_impl._centroids.KeyCentroids`,
+      fitted_centroids: k-SemStamp centroids fitted on a corpus (:class:`pmark_impl.keys._centroids.KeyCentroids`,
         E2), or ``None`` (:meth:`centroids` derives random ones from the secret).
     """
 
@@ -97,7 +97,7 @@ class WatermarkKey:
     fitted_centroids: KeyCentroids | None = None
 
     def __post_init__(self) -> None:
-        # The field rules are the key file's own (pmark_impl._key_files): one function per field, shared by this
+        # The field rules are the key file's own (pmark_impl.keys._key_files): one function per field, shared by this
         # constructor, save_key and load_key, so a key made here is a key that can be written and read back.
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
             raise PMarkValueError(f"secret must be exactly {SECRET_BYTES} bytes")
@@ -238,7 +238,7 @@ class WatermarkKey:
 
     def with_centroids(self, centroids: KeyCentroids | None) -> WatermarkKey:
         """The same secret with stored k-SemStamp ``centroids`` (``None`` removes them; see
-        :func:`pmark_impl._centroids.fit_key_centroids` to fit them on a corpus)."""
+        :func:`pmark_impl.keys._centroids.fit_key_centroids` to fit them on a corpus)."""
         return replace(self, fitted_centroids=centroids)
 
     # ----------------------------------------------------------------------------------------------------------

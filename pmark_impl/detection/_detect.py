@@ -1,7 +1,7 @@
 """Detection of PMark (and SemStamp) watermarks in a text, with exact p-values (X3, X4, C13, C19, E9–E14).
 
 Which sentences carry evidence: ``text`` is the generated continuation, WITHOUT the prompt (what
-:func:`pmark_impl._watermark.generate` returns). It is split into sentences ``s_0..s_{T-1}``; sentence ``t`` is
+:func:`pmark_impl.generation._watermark.generate` returns). It is split into sentences ``s_0..s_{T-1}``; sentence ``t`` is
 scored against the key's bits ``r_(t, ·)`` of position ``t``. The prompt is only context (online mode resamples
 candidates from ``prompt + s_0..s_{t-1}``, exactly as generation did). This is the paper's
 ``S = [s^(0), …, s^(T)]`` with the prompt as ``s^(0)`` and our ``t`` = the paper's ``t − 1``.
@@ -23,7 +23,7 @@ Tests (one-sided, E11):
   * the paper's soft ``z`` is reported for comparison, marked ``uncalibrated`` (its nominal level is not α, C19).
 
 Before any encoding, every argument's type is checked (:mod:`pmark_impl._api_checks`: one line naming the
-argument) and each text against the size budget (:mod:`pmark_impl._detect_work`: at most
+argument) and each text against the size budget (:mod:`pmark_impl.detection._detect_work`: at most
 :data:`MAX_TEXT_CHARS` characters and :data:`MAX_TEXT_SENTENCES` sentences); ``progress`` then counts the
 sentences as they are embedded (offline, SemStamp) or resampled (online).
 
@@ -55,7 +55,7 @@ from pmark_impl._api_checks import (
     check_text,
     check_texts,
 )
-from pmark_impl._detect_result import (
+from pmark_impl.detection._detect_result import (
     EVIDENCE_WARNING,
     TOTAL_STATISTICS,
     VERDICT_NO_WATERMARK,
@@ -65,17 +65,17 @@ from pmark_impl._detect_result import (
     DetectionResult,
     SentenceEvidence,
 )
-from pmark_impl._detect_stats import ADAPTIVE_RESOLUTION
-from pmark_impl._detect_tests import resolve_test
-from pmark_impl._detect_work import (
+from pmark_impl.detection._detect_stats import ADAPTIVE_RESOLUTION
+from pmark_impl.detection._detect_tests import resolve_test
+from pmark_impl.detection._detect_work import (
     MAX_ONLINE_CANDIDATES,
     MAX_TEXT_CHARS,
     MAX_TEXT_SENTENCES,
     split_within_budget,
 )
-from pmark_impl._keys import WatermarkKey, check_key
-from pmark_impl._types import SentenceEncoder, SentenceSampler
-from pmark_impl._watermark import resolve_channels, resolve_scheme
+from pmark_impl.generation._types import SentenceEncoder, SentenceSampler
+from pmark_impl.generation._watermark import resolve_channels, resolve_scheme
+from pmark_impl.keys._keys import WatermarkKey, check_key
 from pmark_impl.schemes import BUILTIN_SCHEMES, DetectRequest, get_scheme, resolve_settings
 from pmark_theory._validate import (
     PMarkValueError,
@@ -168,9 +168,9 @@ def detect(
         valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
         ``p_value_bounds`` and the ``resolution`` used.
       progress: called with the number of sentences just processed — after each encoder batch (offline,
-        SemStamp; :data:`pmark_impl._detect_work.ENCODE_BATCH` sentences at most) or with 1 after each
+        SemStamp; :data:`pmark_impl.detection._detect_work.ENCODE_BATCH` sentences at most) or with 1 after each
         position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
-      splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl._segment.split_sentences``).
+      splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl.sampling._segment.split_sentences``).
       calibration: the scheme's detector calibration (SimMark's ``γ``: :func:`pmark_impl.load_simmark_calibration`).
       **settings: the scheme's detection settings, which must match generation (``pmark schemes``): SemStamp's
         ``lsh_dim`` / ``n_clusters`` (``None``: the ``k`` of the key's fitted centroids, else 8), ``gamma`` and

@@ -9,7 +9,7 @@ Defaults ship inside PyPI packages, so nothing is fetched at run time:
 
 Devices: ``device=`` is one of :data:`DEVICES` (``"cuda:N"`` names one GPU), checked by :func:`check_device`
 before anything is loaded; the sampler's ``torch.Generator`` is created on the model's device
-(:func:`pmark_impl._watermark.torch_generator`), so the same seed gives the same text on one device (CUDA and
+(:func:`pmark_impl.generation._watermark.torch_generator`), so the same seed gives the same text on one device (CUDA and
 CPU random streams differ, so texts differ between devices).
 
 Any Hugging Face id or local folder works where a hub or the files are reachable (the paper's setup:
@@ -24,7 +24,7 @@ import importlib.util
 import os
 from typing import Any
 
-from pmark_impl._encoder import Encoder
+from pmark_impl.sampling._encoder import Encoder
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
@@ -206,7 +206,7 @@ def load_encoder(name_or_path: str | None = None, *, device: str = "cpu", batch_
       batch_size: texts per forward pass.
 
     Returns:
-      An :class:`~pmark_impl._encoder.Encoder` (named :data:`DEFAULT_ENCODER_NAME` for the default).
+      An :class:`~pmark_impl.sampling._encoder.Encoder` (named :data:`DEFAULT_ENCODER_NAME` for the default).
 
     Raises:
       PMarkValueError: ``name_or_path`` is not a string or ``None``; an unknown or unavailable ``device``.

@@ -6,7 +6,7 @@ top-p, top-k, token cap), the model and encoder ids, the prompt, the key's publi
 version, the mode's own settings (offline batch, SemStamp ``lsh_dim`` / ``n_clusters`` / ``gamma`` /
 ``max_trials``; SimMark ``simmark_low`` / ``simmark_high`` / ``max_trials``, E20) and one record per sentence position: the sentence, the candidates sampled, the tokens of the
 chosen candidate, how it ended (``sentence`` / ``eos`` / ``cap``), SemStamp's trials and fallback.
-:meth:`pmark_impl._types.GenerationResult.provenance` returns the same record in Python.
+:meth:`pmark_impl.generation._types.GenerationResult.provenance` returns the same record in Python.
 
 ``pmark detect text.txt`` reads ``text.txt.pmark.json`` when it exists (or ``--provenance FILE``) and detects
 with the generation's mode, channels, prompt, ``N``, model, sampler settings and SemStamp settings; a flag that
@@ -23,7 +23,7 @@ probably not green. The file is written atomically with the default permissions 
 
 Reading is bounded (:mod:`pmark_theory._files`: regular files only, at most ``PROVENANCE_LIMIT_BYTES``),
 strict UTF-8 JSON without ``NaN``/``Infinity``, and the schema is checked field by field
-(:mod:`pmark_impl._provenance_schema`: unknown or missing fields, wrong types, out-of-range numbers, nesting are
+(:mod:`pmark_impl.generation._provenance_schema`: unknown or missing fields, wrong types, out-of-range numbers, nesting are
 errors): every refusal is one :class:`ProvenanceError` line. The command line's use of the record (flags that
 contradict it are errors) is :mod:`pmark_impl.cli.provenance`.
 """
@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pmark_impl._provenance_schema import (
+from pmark_impl.generation._provenance_schema import (
     PROVENANCE_FORMAT,
     PROVENANCE_LIMIT_BYTES,
     PROVENANCE_VERSION,
@@ -47,7 +47,7 @@ from pmark_impl._provenance_schema import (
 from pmark_theory._files import read_bounded, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pmark_impl._types import GenerationResult
+    from pmark_impl.generation._types import GenerationResult
 
 __all__ = [
     "PROVENANCE_FORMAT",
@@ -109,7 +109,7 @@ class Provenance:
     """How a text was generated (see the module docstring for the fields and what is left out).
 
     Attributes:
-      mode, n_candidates, channels, seed, prompt: as :func:`pmark_impl._watermark.generate`.
+      mode, n_candidates, channels, seed, prompt: as :func:`pmark_impl.generation._watermark.generate`.
       key_fingerprint: the key's public fingerprint (never the secret).
       encoder: the encoder's id; model: the LM's id (``None`` if unknown).
       sampling: ``temperature``, ``top_p``, ``top_k``, ``max_sentence_tokens`` (empty for a sampler without
@@ -167,7 +167,7 @@ class Provenance:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON document (plain Python values, fields in ``pmark_impl._provenance_schema.FIELDS`` order)."""
+        """The JSON document (plain Python values, fields in ``pmark_impl.generation._provenance_schema.FIELDS`` order)."""
         doc = {
             "format": PROVENANCE_FORMAT,
             "version": PROVENANCE_VERSION,
@@ -205,7 +205,7 @@ class Provenance:
             )
 
     def detect_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`pmark_impl._detect.detect` that follow this generation.
+        """Keyword arguments of :func:`pmark_impl.detection._detect.detect` that follow this generation.
 
         ``mode``, ``prompt``, ``channels``, ``n_candidates`` and the scheme's detection settings (its options with
         ``detect=True``: SemStamp's ``lsh_dim`` or ``n_clusters``, ``gamma`` and ``green_seeding``). Check the key first with :meth:`check_key`; the command line's
@@ -237,7 +237,7 @@ def save_provenance(prov: Provenance, path: str | os.PathLike[str], *, force: bo
     candidates than N" means the sentence matched every key bit, and a SemStamp fallback marks a sentence
     that is probably not green (docs/security.md). Publish the text, not its record.
 
-    The record is first checked by :func:`~pmark_impl._provenance_schema.parse_provenance`, the check
+    The record is first checked by :func:`~pmark_impl.generation._provenance_schema.parse_provenance`, the check
     :func:`load_provenance` applies, so a record that ``pmark detect`` would refuse (e.g. ``N`` beyond
     :data:`pmark_impl._limits.MAX_CANDIDATES` from the Python API) is never written.
 
@@ -270,7 +270,7 @@ def load_provenance(path: str | os.PathLike[str], *, limit: int = PROVENANCE_LIM
     Raises:
       ProvenanceError: missing, not a regular file, over ``limit``, not UTF-8, not JSON, ``NaN``, nested
         too deeply, not a ``pmark-provenance`` document, another version, an unknown or missing field, a
-        field of the wrong type or out of range (:func:`pmark_impl._provenance_schema.parse_provenance`).
+        field of the wrong type or out of range (:func:`pmark_impl.generation._provenance_schema.parse_provenance`).
     """
     raw, _ = read_bounded(path, limit=limit, what="provenance file", error=ProvenanceError)
     fields = parse_provenance(raw, os.fspath(path))

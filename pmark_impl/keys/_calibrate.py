@@ -4,7 +4,7 @@ Procedure (:func:`calibrate_key`): the corpus documents are split by a hash of t
 part and a held-out part (:func:`pmark_impl._corpus.split_documents`); all sentences are embedded once; the
 centre ``μ`` is the mean embedding of the calibration sentences; the calibration documents, cut into texts of
 ``text_sentences`` sentences, give each channel's null sign count under the chosen centring
-(:class:`pmark_impl._calibration.KeyCalibration`). The held-out part — one text of ``text_sentences`` sentences
+(:class:`pmark_impl.keys._calibration.KeyCalibration`). The held-out part — one text of ``text_sentences`` sentences
 per document, so texts are independent — then measures, for the key before and after calibration:
 
 * the false-positive rate of every test at α ∈ ``alphas``, with a Clopper–Pearson interval;
@@ -27,7 +27,9 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl._api_checks import check_callable, check_encoder
-from pmark_impl._calibration import (
+from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
+from pmark_impl.detection._detect_stats import per_key_soft_statistics
+from pmark_impl.keys._calibration import (
     DEFAULT_CENTRING,
     DEFAULT_CONFIDENCE,
     DEFAULT_TEXT_SENTENCES,
@@ -36,10 +38,8 @@ from pmark_impl._calibration import (
     centred_text_proxies,
     sign_counts,
 )
-from pmark_impl._context import embed
-from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
-from pmark_impl._detect_stats import per_key_soft_statistics
-from pmark_impl._keys import WatermarkKey, check_key
+from pmark_impl.keys._keys import WatermarkKey, check_key
+from pmark_impl.sampling._context import embed
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
     hard_count_pvalue,

@@ -1,6 +1,6 @@
 """The fields of a key: format constants and ONE check per field (shared by the key, its file and the CLI).
 
-Kept apart from :mod:`pmark_impl._keys` (the key) and :mod:`pmark_impl._key_files` (its file), which both use these
+Kept apart from :mod:`pmark_impl.keys._keys` (the key) and :mod:`pmark_impl.keys._key_files` (its file), which both use these
 rules, so that neither imports the other's module for them (no import cycle).
 """
 

@@ -1,7 +1,7 @@
 """The provenance file's schema: strict JSON parsing and field-by-field checks (no record classes here).
 
 :func:`parse_provenance` turns the bytes of a provenance file into the validated fields of
-:class:`pmark_impl._provenance.Provenance`; every refusal is one :class:`ProvenanceError` line naming the file
+:class:`pmark_impl.generation._provenance.Provenance`; every refusal is one :class:`ProvenanceError` line naming the file
 and the field. Strict UTF-8, no ``NaN``/``Infinity``, no integer of more than 4300 digits, nesting only where
 the schema has it (deeper JSON is a type error of the field, absurd depth a "nested too deeply" error),
 exactly the documented fields (unknown or missing ones are errors), every number range-checked; a repeated

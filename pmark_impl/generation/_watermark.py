@@ -13,7 +13,7 @@ tie-breaks/choices from a JAX key, both seeded from ``HMAC(secret, f"generate/{s
 independent of the bits, and the same ``(key, seed)`` gives the same text for every scheme. Generation stops after
 ``max_sentences`` sentences, when the chosen candidate ends the text (``outcome == "eos"``) or is empty.
 
-The records and protocols live in :mod:`pmark_impl._types`, the shared plumbing in :mod:`pmark_impl._context`
+The records and protocols live in :mod:`pmark_impl.generation._types`, the shared plumbing in :mod:`pmark_impl.sampling._context`
 (both re-exported here), the schemes in :mod:`pmark_impl.schemes`.
 """
 
@@ -32,16 +32,16 @@ from pmark_impl._api_checks import (
     check_str,
     split_text,
 )
-from pmark_impl._context import context_for, embed, sampler_device, torch_generator
-from pmark_impl._keys import WatermarkKey, check_key
 from pmark_impl._limits import check_limit
-from pmark_impl._types import (
+from pmark_impl.generation._types import (
     CandidateLike,
     GenerationResult,
     SentenceEncoder,
     SentenceSampler,
     StepInfo,
 )
+from pmark_impl.keys._keys import WatermarkKey, check_key
+from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
 from pmark_impl.schemes import BUILTIN_SCHEMES, Draw, Scheme, Setup, get_scheme, resolve_settings
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -163,7 +163,7 @@ def generate(
       seed: non-negative int; with the same key, same seed → same text.
       channels: use the first ``b`` of the key's channels (default all).
       progress: called with each :class:`StepInfo` as soon as the step is done.
-      splitter: sentence splitter for the alignment check (default ``pmark_impl._segment.split_sentences``).
+      splitter: sentence splitter for the alignment check (default ``pmark_impl.sampling._segment.split_sentences``).
       model_name: the LM's id recorded in the provenance (default: the model's ``name_or_path``, if any).
       **settings: the scheme's own settings (``pmark schemes`` lists them): ``offline_batch``; ``lsh_dim``,
         ``n_clusters``, ``gamma``, ``max_trials``, ``margin``, ``green_seeding``; ``simmark_low``,

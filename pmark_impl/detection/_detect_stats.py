@@ -12,10 +12,10 @@ import jax
 import numpy as np
 from scipy import special
 
-from pmark_impl._calibration import DEFAULT_CONFIDENCE
-from pmark_impl._detect_result import DetectionResult, pmark_evidence, verdict
-from pmark_impl._detect_tests import per_key_statistics
-from pmark_impl._seed_detect import resample_statistics
+from pmark_impl.detection._detect_result import DetectionResult, pmark_evidence, verdict
+from pmark_impl.detection._detect_tests import per_key_statistics
+from pmark_impl.detection._seed_detect import resample_statistics
+from pmark_impl.keys._calibration import DEFAULT_CONFIDENCE
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,

@@ -4,7 +4,7 @@
 optional ``"calibration"`` (proxy centre and per-channel null sign counts, K1, ``pmark calibrate``) and
 ``"seeding"`` (context-aware seeds, Z1–Z4) and ``"centroids"`` (k-SemStamp centroids fitted on a corpus, E2:
 ``{"k", "d", "corpus", "corpus_fingerprint", "n_sentences", "seed", "values": [k rows of d numbers]}``,
-:mod:`pmark_impl._centroids`). A key without any of them is written as version 1. Keys are never
+:mod:`pmark_impl.keys._centroids`). A key without any of them is written as version 1. Keys are never
 pickled; a file that group or others may read is refused on load (unless ``allow_insecure=True``); the secret
 never appears in errors.
 """
@@ -17,9 +17,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pmark_impl._calibration import calibration_from_json
-from pmark_impl._centroids import centroids_from_json
-from pmark_impl._key_fields import (
+from pmark_impl._user_json import parse_user_json
+from pmark_impl.keys._calibration import calibration_from_json
+from pmark_impl.keys._centroids import centroids_from_json
+from pmark_impl.keys._key_fields import (
     KEY_FORMAT,
     KEY_VERSION,
     KEY_VERSIONS,
@@ -35,8 +36,7 @@ from pmark_impl._key_fields import (
     check_seeding,
     shown,
 )
-from pmark_impl._keys import WatermarkKey
-from pmark_impl._user_json import parse_user_json
+from pmark_impl.keys._keys import WatermarkKey
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int
@@ -192,7 +192,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
     :func:`check_key_shape`) and ``secret`` (64 hexadecimal digits); version 2 may add ``calibration``,
     ``seeding`` (``{"mode", "window"}``, :func:`check_seeding`) and ``centroids`` (``centroids.d`` equal to
     ``dim``, ``k`` rows of ``d`` finite numbers, unit norm, distinct). The key is then built by
-    :class:`~pmark_impl._keys.WatermarkKey`, whose constructor applies the same field rules.
+    :class:`~pmark_impl.keys._keys.WatermarkKey`, whose constructor applies the same field rules.
     :func:`save_key` runs this on the document it is about to write, :func:`load_key` on the one it read.
 
     Args:

@@ -35,7 +35,7 @@ class Encoder:
     Attributes:
       name: the label.
       dim: embedding dimension ``d``.
-      device: the model's torch device (load it with ``pmark_impl._models.load_encoder(device=...)``).
+      device: the model's torch device (load it with ``pmark_impl.sampling._models.load_encoder(device=...)``).
     """
 
     def __init__(self, model: Any, name: str | None = None, *, batch_size: int = 16) -> None:

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pmark_impl._context import embed
 from pmark_impl._corpus import MAX_CORPUS_NAME, Document, check_corpus_record, corpus_fingerprint
+from pmark_impl.sampling._context import embed
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 if TYPE_CHECKING:
-    from pmark_impl._keys import WatermarkKey
+    from pmark_impl.keys._keys import WatermarkKey
 
 __all__ = [
     "DEFAULT_N_CLUSTERS",

@@ -1,7 +1,7 @@
 """The interfaces and records of watermarked generation (C9, C10, E3, E5–E8).
 
-The sampler and encoder protocols that :func:`pmark_impl._watermark.generate` and
-:func:`pmark_impl._detect.detect` accept, and the frozen records a generation returns: one
+The sampler and encoder protocols that :func:`pmark_impl.generation._watermark.generate` and
+:func:`pmark_impl.detection._detect.detect` accept, and the frozen records a generation returns: one
 :class:`StepInfo` per sentence position inside a :class:`GenerationResult` (its provenance: scheme, ``N``,
 ``b``, seed, prompt).
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pmark_impl._provenance import Provenance
+    from pmark_impl.generation._provenance import Provenance
 
 __all__ = [
     "CandidateLike",
@@ -27,7 +27,7 @@ __all__ = [
 
 
 class CandidateLike(Protocol):
-    """What a sampler returns per candidate (``pmark_impl._sampler.Candidate``)."""
+    """What a sampler returns per candidate (``pmark_impl.sampling._sampler.Candidate``)."""
 
     text: str
     n_tokens: int
@@ -84,9 +84,9 @@ class GenerationResult:
     """A watermarked continuation of ``prompt``.
 
     ``text`` is the continuation only (the prompt is not included): its sentences, joined by single spaces, are
-    the evidence sentences at positions ``0..T-1`` for :func:`pmark_impl._detect.detect`. ``aligned`` says
+    the evidence sentences at positions ``0..T-1`` for :func:`pmark_impl.detection._detect.detect`. ``aligned`` says
     whether ``split_sentences(text)`` gives back ``sentences`` (``None`` if no splitter was available). With
-    :class:`pmark_impl._sampler.LMSentenceSampler` it is always true (a candidate cut at the token cap is closed
+    :class:`pmark_impl.sampling._sampler.LMSentenceSampler` it is always true (a candidate cut at the token cap is closed
     with a terminal mark); it is false only for a sampler that breaks the one-sentence contract of
     :class:`CandidateLike`, and then detection sees other sentence boundaries and loses evidence.
 
@@ -128,9 +128,9 @@ class GenerationResult:
         """The provenance record of this text (what ``pmark generate`` writes beside it; no secret, no evidence).
 
         Returns:
-          A :class:`pmark_impl._provenance.Provenance`; ``.to_dict()`` / ``.to_json()`` give the JSON document,
-          :func:`pmark_impl._provenance.load_provenance` reads it back.
+          A :class:`pmark_impl.generation._provenance.Provenance`; ``.to_dict()`` / ``.to_json()`` give the JSON document,
+          :func:`pmark_impl.generation._provenance.load_provenance` reads it back.
         """
-        from pmark_impl._provenance import Provenance
+        from pmark_impl.generation._provenance import Provenance
 
         return Provenance.from_generation(self)

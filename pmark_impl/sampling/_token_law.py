@@ -1,6 +1,6 @@
 """The token law of the sentence sampler and its records: ``SamplingConfig``, ``Candidate``, the cap rule.
 
-Split from :mod:`pmark_impl._sampler` (which re-exports every name): how one token is drawn
+Split from :mod:`pmark_impl.sampling._sampler` (which re-exports every name): how one token is drawn
 (:func:`filtered_logprobs`: temperature, then top-k, then top-p, as transformers orders its warpers, in float64),
 what a drawn candidate is (:class:`Candidate`, outcomes :data:`OUTCOMES`), and how a candidate cut at the token cap
 becomes one well-formed sentence (:func:`close_capped`, :data:`CAP_MARK`).
