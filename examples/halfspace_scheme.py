@@ -1,22 +1,21 @@
 """A sentence-level watermark that lives outside pmark_impl: one file, one registration (docs/architecture.md).
 
 **HalfSpace.** At sentence position ``t`` the key defines a unit direction ``u_t`` (uniform on the sphere, from
-``HMAC(secret, "halfspace/t")``). A candidate is *green* when its embedding lies in the half-space
-``<u_t, e> > threshold``. Generation draws ``N`` candidates, outputs a uniform green one, and after
-``max_trials`` batches without one outputs a uniform candidate of the last batch. Detection counts green
-sentences.
+``HMAC(secret, f"{label}/t")``; ``label`` is a setting, so one key can carry several independent watermarks). A
+candidate is *green* when its embedding lies in the half-space ``<u_t, e> > 0``. Generation draws ``N``
+candidates, outputs a uniform green one, and after ``max_trials`` batches without one outputs a uniform candidate
+of the last batch. Detection counts green sentences.
 
-**Null law (exact, over keys).** With ``threshold = 0``, for ANY fixed text and a direction uniform on the
-sphere, ``P(<u_t, e> > 0) = 1/2`` (the sphere is symmetric under ``u -> -u``; a tie has probability 0), and the
-directions of different positions are independent: the green count of ``T`` sentences is ``Binomial(T, 1/2)``
-averaged over keys — the guarantee of PMark's hard count (claim X3). With ``threshold != 0`` the null
-probability depends on the encoder's geometry, so detection refuses it. Like SemStamp, the scheme is NOT
-distortion-free: it shifts the output towards each ``u_t``'s half of embedding space.
+**Null law (exact, over keys).** For ANY fixed text and a direction uniform on the sphere,
+``P(<u_t, e> > 0) = 1/2`` (the sphere is symmetric under ``u -> -u``; a tie has probability 0), and the directions
+of different positions are independent: the green count of ``T`` sentences is ``Binomial(T, 1/2)`` averaged over
+keys — the guarantee of PMark's hard count (claim X3). Like SemStamp, the scheme is NOT distortion-free: it shifts
+the output towards each ``u_t``'s half of embedding space.
 
 Run it through every command (the ``--scheme`` value imports this file's module; only a registered scheme is
 accepted, hence ``@plugin("scheme")``)::
 
-    PYTHONPATH=examples pmark generate --key KEY --scheme halfspace_scheme:halfspace --set max_trials=8 --out t.txt P
+    PYTHONPATH=examples pmark generate --key KEY --scheme halfspace_scheme:halfspace --set label=news --out t.txt P
     PYTHONPATH=examples pmark detect --key KEY --scheme halfspace_scheme:halfspace t.txt
     PYTHONPATH=examples pmark evaluate --schemes halfspace_scheme:halfspace,none ...
 
@@ -39,16 +38,16 @@ from pmark_theory._validate import PMarkValueError
 __all__ = ["direction", "halfspace"]
 
 
-def direction(key: Any, t: int) -> np.ndarray:
-    """The key's unit direction ``u_t`` ``[d]`` of position ``t`` (uniform on the sphere)."""
-    u = key.numpy_rng(f"halfspace/{t}").standard_normal(key.dim)
+def direction(key: Any, t: int, label: str = "halfspace") -> np.ndarray:
+    """The key's unit direction ``u_t`` ``[d]`` of position ``t`` under ``label`` (uniform on the sphere)."""
+    u = key.numpy_rng(f"{label}/{t}").standard_normal(key.dim)
     return u / np.linalg.norm(u)
 
 
-def _threshold(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 < float(value) < 1.0:
-        raise PMarkValueError(f"threshold must be a number in (-1, 1), got {value!r}")
-    return float(value)
+def _label(value: Any) -> str:
+    if not isinstance(value, str) or not value.isidentifier() or len(value) > 40:
+        raise PMarkValueError(f"label must be an identifier of at most 40 characters, got {value!r}")
+    return value
 
 
 def _max_trials(value: Any) -> int:
@@ -59,12 +58,12 @@ def _max_trials(value: Any) -> int:
 
 def _step(rng: jax.Array, setup: Any, state: None, draw: Any) -> StepOutput:
     """Batches of ``N`` until one holds a green candidate; a uniform green one (else a uniform last-batch one)."""
-    u = direction(setup.key, draw.position)
+    u = direction(setup.key, draw.position, setup.settings["label"])
     n, cands = setup.n_candidates, []
     for trial in range(1, setup.settings["max_trials"] + 1):
         batch = draw.sample(n)
         cands += batch
-        green = setup.embed([c.text for c in batch]) @ u > setup.settings["threshold"]
+        green = setup.embed([c.text for c in batch]) @ u > 0
         rng, k = jax.random.split(rng)
         last = trial == setup.settings["max_trials"]
         if green.any() or last:
@@ -79,12 +78,10 @@ def _step(rng: jax.Array, setup: Any, state: None, draw: Any) -> StepOutput:
 
 def _detect(request: Any) -> list[Any]:
     """Green count of each text: ``Binomial(T, 1/2)`` under H0 over keys (module docstring)."""
-    if request.settings["threshold"] != 0.0:
-        raise PMarkValueError("HalfSpace detection is exact only with threshold 0 (module docstring)")
-    opts, out = request.options, []
+    opts, label, out = request.options, request.settings["label"], []
     for sentences, emb in zip(request.sentences, request.embeddings(), strict=True):
         t_len = len(sentences)
-        green = [bool(emb[t] @ direction(request.key, t) > 0) for t in range(t_len)]
+        green = [bool(emb[t] @ direction(request.key, t, label) > 0) for t in range(t_len)]
         p = float(stats.binom.sf(sum(green) - 1, t_len, 0.5)) if t_len else 1.0
         out.append(
             decide(
@@ -97,7 +94,7 @@ def _detect(request: Any) -> list[Any]:
                 n_bits=t_len,
                 statistics={"green_count": {"n_green": sum(green), "gamma": 0.5, "p_value": p}},
                 min_sentences=opts["min_sentences"],
-                settings={**opts["base"], "threshold": 0.0},
+                settings={**opts["base"], "label": label},
             )
         )
     return out
@@ -120,10 +117,10 @@ def halfspace() -> Scheme:
         detect=_detect,
         options=(
             Option(
-                "threshold",
-                0.0,
-                _threshold,
-                "green when <u_t, e> > threshold; 0 for an exact null",
+                "label",
+                "halfspace",
+                _label,
+                "namespace of the key's directions (independent watermarks under one key)",
                 detect=True,
             ),
             Option("max_trials", 4, _max_trials, "batches of N drawn at most before the uniform fallback"),

@@ -263,3 +263,62 @@ def test_private_import_scan_negative_control():
         "from pmark_impl import _b\nfrom pmark_impl.a import x\n"  # a module, a public name
     )
     assert private_imports(sources) == []
+
+
+#: The modules that drive schemes: they must never ask which scheme they drive (issue 25).
+DRIVERS = (
+    "pmark_impl/generation/",
+    "pmark_impl/detection/_detect.py",
+    "pmark_impl/evaluate/",
+    "pmark_impl/cli/generate.py",
+    "pmark_impl/cli/detect.py",
+    "pmark_impl/cli/evaluate.py",
+    "pmark_impl/cli/evaluate_inputs.py",
+    "pmark_impl/cli/provenance.py",
+    "pmark_impl/cli/scheme_options.py",
+    "pmark_impl/cli/schemes.py",
+)
+
+
+def scheme_branches(source: str, names: set[str]) -> list[int]:
+    """Lines that compare something with a scheme's name (``x == "online"``, ``mode in ("online", ...)``)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            consts = [c for o in operands for c in ast.walk(o) if isinstance(c, ast.Constant)]
+            if any(isinstance(c.value, str) and c.value in names for c in consts):
+                lines.append(node.lineno)
+        if isinstance(node, ast.Dict):
+            if any(isinstance(k, ast.Constant) and k.value in names for k in node.keys if k is not None):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def _builtin_names() -> set[str]:
+    from pmark_impl.schemes import BUILTIN_SCHEMES
+
+    return set(BUILTIN_SCHEMES)
+
+
+def test_the_code_that_drives_schemes_never_asks_which_one():
+    names, bad = _builtin_names(), []
+    for path in _modules().values():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(DRIVERS):
+            bad += [f"{rel}:{line}" for line in scheme_branches(path.read_text(encoding="utf-8"), names)]
+    assert not bad, "branches on a scheme's name:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('if mode == "online":\n    pass\n', [1]),
+        ('x = scheme in ("semstamp", "other")\n', [1]),
+        ('N = {"offline": 64}\n', [1]),
+        ('def f(scheme="offline"):\n    return get(scheme)\n', []),  # a default names a scheme, asks nothing
+        ('if name == "none":\n    pass\n', []),
+    ],
+)
+def test_branch_scan_negative_controls(source, expected):
+    assert scheme_branches(source, {"online", "offline", "semstamp"}) == expected

@@ -102,8 +102,11 @@ def wants_simmark_detection(args: argparse.Namespace) -> bool:
 
     Raises:
       ProvenanceError: an unreadable provenance record (as the PMark path would).
+      CLIError: ``--simmark-calibration`` with another scheme.
     """
     mode = getattr(args, "mode", None)
+    if mode is not None and mode != "simmark" and getattr(args, "simmark_calibration", None):
+        raise CLIError(f"--simmark-calibration applies to --scheme simmark, not to {mode!r}")
     if mode == "simmark" or getattr(args, "simmark_calibration", None):
         return True
     if mode is not None:

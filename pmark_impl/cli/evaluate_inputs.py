@@ -43,17 +43,9 @@ def parse_runs(args: argparse.Namespace) -> tuple[Any, ...]:
         if name in options:
             raise PMarkValueError(f"{name} is given both as a flag and with --set")
         options[name] = value
-    from pmark_impl.schemes import get_scheme
-
-    for name in schemes:  # pmark generate's defaults (an option's cli_default) for the schemes that have them
-        try:
-            scheme = None if name == "none" else get_scheme(name)
-        except PMarkValueError:
-            continue  # build_runs names it
-        for opt in () if scheme is None else scheme.options:
-            if opt.cli_default is not None and options.get(opt.name) is None:
-                options[opt.name] = opt.cli_default
-    return build_runs(schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, **options)
+    return build_runs(
+        schemes, attacks, n_candidates=args.n, channels=args.channels, grid=grid, cli_defaults=True, **options
+    )
 
 
 def evaluation_device(args: argparse.Namespace, world: Any) -> str | None:

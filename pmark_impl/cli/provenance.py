@@ -174,11 +174,14 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
         ``--test resample`` with a positional key or outside offline mode (the rules of ``resolve_test``); a
         scheme's flag with a scheme it does not apply to, or a bad setting (the scheme's own checks).
     """
-    from pmark_impl.detection._detect_tests import resolve_test
+    from pmark_impl.detection._detect_tests import scheme_test
     from pmark_impl.schemes import get_scheme, resolve_settings
+    from pmark_theory._validate import PMarkValueError
 
     scheme = get_scheme(settings["mode"])
-    resolved = resolve_test(key, scheme.name, test)
+    if scheme.detect is None:
+        raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
+    resolved = scheme_test(scheme, key, test)
     if (
         settings.get("provenance") is None and args is not None
     ):  # with a record, resolve_detection checked them
@@ -240,9 +243,7 @@ def resolve_detection(
                 f"{flag} does not apply to the {prov.mode} text of provenance file {path}; drop {flag}"
             )
         recorded = out[setting]
-        same = (
-            value == recorded if not isinstance(value, float) else math.isclose(value, recorded or math.nan)
-        )
+        same = _same_value(value, recorded)
         if not same:
             raise ProvenanceError(
                 f"{flag} {_short(value)} contradicts provenance file {path}, which records {setting} = "
@@ -256,3 +257,14 @@ def _other_default(setting: str, value: Any) -> bool:
 
     entries = known_options().get(setting, [])
     return bool(entries) and all(is_default(value, opt) for _, opt in entries)
+
+
+def _same_value(value: Any, recorded: Any) -> bool:
+    """Whether a flag repeats a recorded value: numbers (not bools) within float rounding, anything else equal."""
+
+    def number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    if number(value) and number(recorded):
+        return math.isclose(float(value), float(recorded), rel_tol=1e-9, abs_tol=0.0) or value == recorded
+    return type(value) is type(recorded) and value == recorded

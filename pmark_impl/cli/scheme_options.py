@@ -55,7 +55,9 @@ def cli_scheme(args: argparse.Namespace, default: str | None) -> Scheme | None:
       PMarkValueError: an unknown or unregistered scheme, or ``--scheme`` and ``--mode`` naming different ones.
     """
     given = [
-        (flag, v) for flag, v in (("--scheme", getattr(args, "scheme", None)), ("--mode", args.mode)) if v
+        (flag, v)
+        for flag, v in (("--scheme", getattr(args, "scheme", None)), ("--mode", args.mode))
+        if v is not None
     ]
     if not given:
         if default is None:

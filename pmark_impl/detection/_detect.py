@@ -66,7 +66,7 @@ from pmark_impl.detection._detect_result import (
     SentenceEvidence,
 )
 from pmark_impl.detection._detect_stats import ADAPTIVE_RESOLUTION
-from pmark_impl.detection._detect_tests import resolve_test
+from pmark_impl.detection._detect_tests import scheme_test
 from pmark_impl.detection._detect_work import (
     MAX_ONLINE_CANDIDATES,
     MAX_TEXT_CHARS,
@@ -277,7 +277,7 @@ def _detect_texts(
     if scheme.detect is None:
         raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
     key = check_key(key)
-    test = resolve_test(key, scheme.name, o["test"])
+    test = scheme_test(scheme, key, o["test"])
     from pmark_impl.schemes._settings import known_options
 
     unknown = sorted(set(settings) - set(known_options()) - {o.name for o in scheme.options})

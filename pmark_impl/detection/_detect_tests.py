@@ -15,7 +15,7 @@ import numpy as np
 from pmark_impl.keys._calibration import DEFAULT_CONFIDENCE
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["PMARK_TESTS", "per_key_statistics", "resolve_test"]
+__all__ = ["PMARK_TESTS", "per_key_statistics", "resolve_test", "scheme_test"]
 
 
 #: The tests :func:`pmark_impl.detect` knows for PMark modes.
@@ -111,3 +111,17 @@ def per_key_statistics(
     p_lo, p_hi = channel_sign_bounds(np.asarray(cal.n_positive[:b]), cal.n_total, DEFAULT_CONFIDENCE)
     p = per_key_pvalues(n_green, lengths, key_bits, p_lo, p_hi)
     return np.asarray(p, dtype=np.float64), {"confidence": DEFAULT_CONFIDENCE, "centring": cal.centring}
+
+
+def scheme_test(scheme: Any, key: Any, test: str | None) -> str | None:
+    """The test ``scheme``'s detector runs: its ``resolve_test(key, test)``; a scheme without one has one test,
+    so an explicit ``test`` is refused (it would be ignored).
+
+    Raises:
+      PMarkValueError: a test the scheme refuses, or any ``test`` for a scheme with one test.
+    """
+    if scheme.resolve_test is not None:
+        return scheme.resolve_test(key, test)
+    if test is not None:
+        raise PMarkValueError(f"scheme {scheme.name!r} has one test (its detector's): drop test={test!r}")
+    return None

@@ -228,12 +228,17 @@ class RunSpec:
 
 
 def _scheme_settings(
-    scheme: Any, options: dict[str, Any], n: int, b: int | None
+    scheme: Any, options: dict[str, Any], n: int, b: int | None, cli_defaults: bool = False
 ) -> tuple[tuple[str, Any], ...]:
-    """The scheme's own settings among ``options`` (given ones only), checked with its rules for ``(N, b)``."""
+    """The scheme's own settings among ``options`` (given ones; with ``cli_defaults`` also each option's
+    ``cli_default``, the command line's default), checked with its rules for ``(N, b)``."""
     from pmark_impl.schemes import resolve_settings
 
     own = {o.name: options[o.name] for o in scheme.options if options.get(o.name) is not None}
+    if cli_defaults:
+        own.update(
+            {o.name: o.cli_default for o in scheme.options if o.name not in own and o.cli_default is not None}
+        )
     resolve_settings(scheme, own, n_candidates=n, channels=b or 1)  # its checks and cross-option rules
     return tuple(sorted(own.items()))
 
@@ -245,6 +250,7 @@ def build_runs(
     n_candidates: int | None = None,
     channels: int = 4,
     grid: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+    cli_defaults: bool = False,
     **options: Any,
 ) -> tuple[RunSpec, ...]:
     """The runs of an evaluation, ``none`` first, then the schemes in the order given, then the grid.
@@ -257,6 +263,8 @@ def build_runs(
       channels: ``b`` of the schemes with channels.
       grid: ``(Ns, bs)``: extra no-attack runs of the schemes with channels (those among ``schemes``, else
         :data:`GRID_DEFAULT`) for every ``(N, b)`` (the paper's Table 3).
+      cli_defaults: a setting not given takes the command line's default (``Option.cli_default``, e.g. offline's
+        batch of 16) rather than ``generate``'s, in every run of its scheme (the grid's included).
       **options: scheme settings (each run takes its scheme's own); ``None`` values take ``generate``'s defaults.
 
     Raises:
@@ -276,6 +284,9 @@ def build_runs(
                 raise PMarkValueError(
                     f"unknown scheme {s!r}; known schemes: {', '.join(_schemes())} ({exc})"
                 ) from None
+            if resolved[s].detect is None or resolved[s].record is None:
+                missing = "detector" if resolved[s].detect is None else "evaluation record (Scheme.record)"
+                raise PMarkValueError(f"scheme {resolved[s].name!r} cannot be evaluated: it has no {missing}")
     names = [resolved[s].name if s in resolved else s for s in schemes]
     if len(set(names)) != len(names):
         raise PMarkValueError(f"--schemes lists a scheme twice: {','.join(schemes)}")
@@ -308,7 +319,7 @@ def build_runs(
         sc = resolved[s]
         n = sc.default_n if n_candidates is None else n_candidates
         ch = b if sc.channels else None
-        settings = _scheme_settings(sc, options, n, ch)
+        settings = _scheme_settings(sc, options, n, ch, cli_defaults)
         run_id = f"{sc.name}-N{n}" + (f"-b{ch}" if ch else "")
         runs.append(RunSpec(run_id, sc.name, n, ch, tuple(chain), settings=settings))
     if grid is not None:
@@ -319,7 +330,7 @@ def build_runs(
             for n in ns:
                 for bb in bs:
                     try:
-                        _scheme_settings(sc, options, n, bb)
+                        _scheme_settings(sc, options, n, bb, cli_defaults)
                     except PMarkValueError as exc:
                         bad.append(f"N={n}, b={bb}")
                         first = first or str(exc)
@@ -333,7 +344,7 @@ def build_runs(
                     if run_id in index:  # the main run is also a grid cell (with its attacks)
                         runs[index[run_id]] = dataclasses.replace(runs[index[run_id]], grid=True)
                         continue
-                    settings = _scheme_settings(sc, options, n, bb)
+                    settings = _scheme_settings(sc, options, n, bb, cli_defaults)
                     runs.append(RunSpec(run_id, sc.name, n, bb, (NO_ATTACK,), True, settings))
                     index[run_id] = len(runs) - 1
     return tuple(runs)

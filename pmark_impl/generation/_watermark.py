@@ -42,7 +42,7 @@ from pmark_impl.generation._types import (
 )
 from pmark_impl.keys._keys import WatermarkKey, check_key
 from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
-from pmark_impl.schemes import BUILTIN_SCHEMES, Draw, Scheme, Setup, get_scheme, resolve_settings
+from pmark_impl.schemes import BUILTIN_SCHEMES, Draw, Scheme, Setup, StepOutput, get_scheme, resolve_settings
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 #: The built-in schemes (``pmark schemes`` lists the installed plug-ins too).
@@ -233,7 +233,7 @@ def _run(
         gen = torch_generator(key.derive_seed(f"generate/{seed}/{t}/sample"), device)
         rng = jax.random.key(key.derive_seed(f"generate/{seed}/{t}/choice"))
         draw = Draw(t, context_for(setup.prompt, sentences), sampler, gen)
-        out = scheme.step(rng, setup, state, draw)
+        out = _checked_step(scheme, scheme.step(rng, setup, state, draw))
         cand = out.candidates[out.chosen]
         text = " ".join(str(cand.text).split())  # the segmenter's normal form
         info = StepInfo(
@@ -257,6 +257,26 @@ def _run(
         if not text or cand.outcome == "eos":
             break
     return sentences, steps
+
+
+def _checked_step(scheme: Scheme, out: Any) -> StepOutput:
+    """A step's output checked: a ``StepOutput`` whose ``chosen`` is one of its ``selectable`` candidates."""
+    ok = isinstance(out, StepOutput) and isinstance(out.candidates, list) and len(out.candidates) > 0
+    if ok:
+        n, chosen = len(out.candidates), out.chosen
+        ok = (
+            isinstance(chosen, int)
+            and not isinstance(chosen, bool)
+            and 0 <= chosen < n
+            and all(isinstance(i, int) and 0 <= i < n for i in out.selectable)
+            and chosen in out.selectable
+        )
+    if not ok:
+        raise PMarkValueError(
+            f"scheme {scheme.name!r}: its step must return a StepOutput whose chosen index is among its selectable "
+            "candidates"
+        )
+    return out
 
 
 def scheme_settings(scheme: Any, settings: Mapping[str, Any], key: Any = None) -> dict[str, Any]:

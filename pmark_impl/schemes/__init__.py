@@ -7,7 +7,7 @@
 * Built-ins: :mod:`~pmark_impl.schemes.online`, :mod:`~pmark_impl.schemes.offline` (PMark),
   :mod:`~pmark_impl.schemes.semstamp`, the centroid variant, :mod:`~pmark_impl.schemes.simmark`.
 
-``docs/architecture.md`` ("Add a scheme") walks through ``examples/threshold_scheme.py``, a scheme outside the
+``docs/architecture.md`` ("Add a scheme") walks through ``examples/halfspace_scheme.py``, a scheme outside the
 package that runs through every command.
 """
 

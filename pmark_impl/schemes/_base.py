@@ -222,6 +222,9 @@ class Scheme(NamedTuple):
       keyed: the watermark depends on the key (SimMark's does not: E20).
       channels: the scheme uses the key's ``b`` channels (recorded as the run's ``b``).
       detect_needs_lm: detection resamples candidates with the LM (``DetectRequest.options["sampler"]``).
+      resolve_test: ``resolve_test(key, test) -> test`` for a detector with several tests (``test=None``: the
+        default), raising ``PMarkValueError`` for one that does not apply; ``None``: the detector has one test and
+        an explicit ``test`` is refused.
     """
 
     name: str
@@ -238,3 +241,4 @@ class Scheme(NamedTuple):
     keyed: bool = True
     channels: bool = False
     detect_needs_lm: bool = False
+    resolve_test: Callable[[Any, str | None], str | None] | None = None

@@ -16,7 +16,12 @@ The plug-in is a :class:`Scheme` (an entry point may name one directly) or a fun
     def halfspace() -> Scheme:
         return Scheme(name="halfspace", ...)
 
-The factory is called once per process (its scheme is kept by spec and by name).
+The factory is called once per process: its scheme is kept by the factory object, so an entry-point name and
+the ``module:attribute`` of the same factory give the same scheme. An entry point's name must be its scheme's
+``name`` (a provenance record names the scheme, and is followed through the entry point of that name). The name
+``none`` is reserved (``pmark evaluate``'s unwatermarked LM), and so are the option names that ``generate``,
+``detect`` and the command line use themselves (:data:`RESERVED_OPTIONS`). A factory that raises is one line
+naming the plug-in, and listing the installed schemes (``pmark schemes``) goes on past it.
 
 A provenance record names its scheme by ``name`` only: reading a record never imports anything. A record of a
 plug-in scheme is followed once the scheme is installed or named with ``--scheme module:attribute``.
@@ -31,7 +36,16 @@ from pmark_impl.schemes._base import Scheme
 from pmark_theory._plugins import PluginError, load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["BUILTIN_SCHEMES", "available_schemes", "get_scheme", "scheme_names"]
+__all__ = [
+    "BUILTIN_SCHEMES",
+    "RESERVED_NAMES",
+    "RESERVED_OPTIONS",
+    "available_schemes",
+    "check_scheme",
+    "get_scheme",
+    "loaded_schemes",
+    "scheme_names",
+]
 
 #: The built-in schemes and the module holding each (its attribute ``SCHEME``).
 BUILTIN_SCHEMES: dict[str, str] = {
@@ -41,10 +55,21 @@ BUILTIN_SCHEMES: dict[str, str] = {
     "ksemstamp": "pmark_impl.schemes.ksemstamp",
     "simmark": "pmark_impl.schemes.simmark",
 }
+#: Names a plug-in scheme cannot take (``pmark evaluate``'s pseudo-scheme of the unwatermarked LM).
+RESERVED_NAMES = frozenset({"none"})
+#: Option names a scheme cannot declare: the keyword arguments of ``generate`` / ``detect`` and the command line's
+#: own options (a setting of that name would be mixed up with them).
+RESERVED_OPTIONS = frozenset(
+    "key sampler encoder prompt scheme mode n_candidates max_sentences seed channels progress splitter model_name "
+    "text texts delta K alpha test min_sentences soft_resolution calibration model temperature top_p top_k device "
+    "out force provenance no_provenance n file json evidence quiet prompt_file allow_insecure_key scheme_set set "
+    "max_sentence_tokens func command load schemes attack grid limit field format key_seed oracle".split()
+)
 #: Schemes loaded in this process other than the built-ins, by ``Scheme.name``.
 _LOADED: dict[str, Scheme] = {}
-#: The same, by the spec they were loaded from (a factory is called once).
+#: The same, by the spec they were loaded from and by the id of the object the spec named (a factory is called once).
 _BY_SPEC: dict[str, Scheme] = {}
+_BY_OBJECT: dict[int, tuple[Any, Scheme]] = {}
 
 
 def _builtin(name: str) -> Scheme:
@@ -54,20 +79,58 @@ def _builtin(name: str) -> Scheme:
 
 
 def _admit(obj: Any, spec: str) -> Scheme:
-    if not isinstance(obj, Scheme) and callable(obj):  # a registered factory
-        obj = obj()
-    if not isinstance(obj, Scheme):
+    """The scheme of a registered plug-in object (a ``Scheme`` or its factory), checked and remembered."""
+    held = _BY_OBJECT.get(id(obj))
+    if held is not None and held[0] is obj:
+        return held[1]
+    scheme = obj
+    if not isinstance(obj, Scheme) and callable(obj):  # a registered factory, called once
+        try:
+            scheme = obj()
+        except Exception as exc:  # the plug-in's own code failed: one line naming it
+            raise PluginError(
+                f"scheme plug-in {spec!r}: its factory raised {type(exc).__name__}: {exc}"
+            ) from None
+    if not isinstance(scheme, Scheme):
         raise PluginError(
-            f"scheme plug-in {spec!r} is (or returned) a {type(obj).__name__}, not a pmark_impl.schemes.Scheme"
+            f"scheme plug-in {spec!r} is (or returned) a {type(scheme).__name__}, not a pmark_impl.schemes.Scheme"
         )
-    _check_name(obj.name)
-    if obj.name in BUILTIN_SCHEMES:
-        raise PluginError(f"scheme plug-in {spec!r} is named {obj.name!r}, the name of a built-in scheme")
-    held = _LOADED.get(obj.name)
-    if held is not None and held is not obj:
-        raise PluginError(f"scheme plug-in {spec!r}: another scheme named {obj.name!r} is already loaded")
-    _LOADED[obj.name] = obj
-    return obj
+    check_scheme(scheme, spec)
+    other = _LOADED.get(scheme.name)
+    if other is not None and other != scheme:
+        raise PluginError(f"scheme plug-in {spec!r}: another scheme named {scheme.name!r} is already loaded")
+    scheme = other if other is not None else scheme
+    _LOADED[scheme.name] = scheme
+    _BY_OBJECT[id(obj)] = (obj, scheme)
+    return scheme
+
+
+def check_scheme(scheme: Scheme, spec: str) -> Scheme:
+    """Refuse a plug-in scheme whose name or option names would be mixed up with the toolkit's own (one line).
+
+    Raises:
+      PluginError: a bad or reserved name, a built-in's name, an option name used twice or reserved, or a
+        part that is not callable.
+    """
+    try:
+        _check_name(scheme.name)
+    except PMarkValueError as exc:
+        raise PluginError(f"scheme plug-in {spec!r}: {exc}") from None
+    if scheme.name in BUILTIN_SCHEMES or scheme.name in RESERVED_NAMES:
+        raise PluginError(f"scheme plug-in {spec!r} is named {scheme.name!r}, a name the toolkit uses itself")
+    names = [getattr(o, "name", None) for o in scheme.options]
+    clash = sorted(
+        {n for n in names if n in RESERVED_OPTIONS or names.count(n) > 1 or not isinstance(n, str)}
+    )
+    if clash:
+        raise PluginError(
+            f"scheme plug-in {spec!r}: option name(s) {clash} are repeated or used by generate/detect or the "
+            "command line; rename them"
+        )
+    for part in ("step", "init", "update"):
+        if not callable(getattr(scheme, part)):
+            raise PluginError(f"scheme plug-in {spec!r}: its {part} is not callable")
+    return scheme
 
 
 def _check_name(name: Any) -> str:
@@ -106,14 +169,25 @@ def get_scheme(spec: Any) -> Scheme:
         return _LOADED[spec]
     if spec in _BY_SPEC:
         return _BY_SPEC[spec]
-    if ":" not in spec and spec not in plugin_entry_points("scheme"):
+    entry_points = plugin_entry_points("scheme")
+    if ":" not in spec and spec not in entry_points:
         raise PMarkValueError(
             f"scheme must be one of {', '.join(scheme_names())} or a registered plug-in 'module:attribute', "
             f"got {spec[:60]!r}"
         )
     scheme = _admit(load_plugin(spec, "scheme"), spec)
+    if ":" not in spec and scheme.name != spec:
+        raise PluginError(
+            f"scheme entry point {spec!r} names a scheme called {scheme.name!r}: an entry point must carry its "
+            "scheme's name (a provenance record is followed by that name)"
+        )
     _BY_SPEC[spec] = scheme
     return scheme
+
+
+def loaded_schemes() -> list[Scheme]:
+    """The built-ins and the plug-ins loaded in this process so far (nothing is imported for it but built-ins)."""
+    return [*(_builtin(n) for n in BUILTIN_SCHEMES), *(_LOADED[n] for n in sorted(_LOADED))]
 
 
 def scheme_names() -> list[str]:
@@ -136,6 +210,6 @@ def available_schemes() -> list[tuple[str, str, str]]:
         origin = " ".join(entry_points.get(name, ())) or "loaded"
         try:
             out.append((name, origin, get_scheme(name).summary))
-        except PMarkValueError as exc:
-            out.append((name, origin, f"cannot load: {exc}"))
+        except Exception as exc:  # a broken plug-in: listed with its error, the listing goes on
+            out.append((name, origin, f"cannot load: {type(exc).__name__}: {exc}"))
     return out

@@ -25,17 +25,16 @@ def scheme_options(scheme: Scheme, side: str = "generate") -> tuple[Option, ...]
 
 
 def known_options() -> dict[str, list[tuple[str, Option]]]:
-    """``option name -> [(scheme name, Option)]`` over the built-in schemes and the plug-ins loaded so far."""
-    from pmark_impl.schemes._registry import get_scheme, scheme_names
+    """``option name -> [(scheme name, Option)]`` over the built-in schemes and the plug-ins loaded so far.
+
+    Installed plug-ins that nobody named are not loaded for this (naming a scheme is what loads it).
+    """
+    from pmark_impl.schemes._registry import loaded_schemes
 
     out: dict[str, list[tuple[str, Option]]] = {}
-    for name in scheme_names():
-        try:
-            scheme = get_scheme(name)
-        except PMarkValueError:
-            continue
+    for scheme in loaded_schemes():
         for opt in scheme.options:
-            out.setdefault(opt.name, []).append((name, opt))
+            out.setdefault(opt.name, []).append((scheme.name, opt))
     return out
 
 
@@ -127,6 +126,11 @@ def recorded_settings(scheme: Scheme, doc: Any, where: str) -> dict[str, Any]:
         )
     out: dict[str, Any] = {}
     for opt in scheme.options:
+        if opt.name in doc and doc[opt.name] is None and opt.default is None:
+            out[opt.name] = (
+                None  # an option left unresolved at its None default (as resolve_settings keeps it)
+            )
+            continue
         if opt.name not in doc:
             if opt.recorded_default is None:
                 raise PMarkValueError(f"{where} (mode {scheme.name}) is missing the field {opt.name!r}")

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
+from pmark_impl.detection._detect_tests import resolve_test
 from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
@@ -121,4 +122,5 @@ SCHEME = Scheme(
     calibration=_pmark.CENTRING,
     default_n=64,
     channels=True,
+    resolve_test=lambda key, test: resolve_test(key, "offline", test),
 )

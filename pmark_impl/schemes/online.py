@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pmark_impl.detection._detect_tests import resolve_test
 from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Scheme, Setup, StepOutput
@@ -94,5 +95,6 @@ SCHEME = Scheme(
     calibration=_pmark.CENTRING,
     default_n=16,
     channels=True,
+    resolve_test=lambda key, test: resolve_test(key, "online", test),
     detect_needs_lm=True,
 )

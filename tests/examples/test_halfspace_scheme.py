@@ -59,16 +59,20 @@ def test_generate_detect_and_provenance_through_the_python_api(world, tmp_path):
 
     key, sampler, encoder = world
     res = generate(key, sampler, encoder, "P.", scheme=SPEC, n_candidates=8, max_sentences=10, seed=1)
-    assert res.mode == "halfspace" and res.settings == {"threshold": 0.0, "max_trials": 4}
+    assert res.mode == "halfspace" and res.settings == {"label": "halfspace", "max_trials": 4}
     emb = encoder.encode(list(res.sentences))
     for t, step in enumerate(res.steps):  # the example's rule: the output is green unless it fell back
-        assert step.fallback or emb[t] @ halfspace_scheme.direction(key, t) > 0
+        assert step.fallback or emb[t] @ halfspace_scheme.direction(key, t, "halfspace") > 0
     det = detect(key, res.text, encoder, scheme="halfspace")
     assert det.verdict == "watermarked" and det.p_value <= 2.0**-8, det.p_value
     prov = load_provenance(save_provenance(res.provenance(), tmp_path / "t.pmark.json"))
-    assert prov.mode == "halfspace" and prov.detect_kwargs()["threshold"] == 0.0
-    with pytest.raises(PMarkValueError, match="threshold must be a number in"):
-        generate(key, sampler, encoder, "P.", scheme=SPEC, threshold=2.0)
+    assert prov.mode == "halfspace" and prov.detect_kwargs()["label"] == "halfspace"
+    other = detect(
+        key, res.text, encoder, scheme="halfspace", label="other"
+    )  # another watermark's directions
+    assert other.p_value > 1e-3, other.p_value
+    with pytest.raises(PMarkValueError, match="label must be an identifier"):
+        generate(key, sampler, encoder, "P.", scheme=SPEC, label="not an identifier")
     with pytest.raises(PMarkValueError, match="lsh_dim applies to the semstamp scheme only"):
         generate(key, sampler, encoder, "P.", scheme=SPEC, lsh_dim=5)
 
@@ -95,7 +99,7 @@ def test_null_green_count_is_binomial_over_keys_and_the_mutant_is_caught(world, 
     text = " ".join(SENTENCES[:6])  # one fixed human-like text: T = 6
     assert _chi2_binomial(_null_counts(encoder, text, 1500), 6) > 1e-3
     real = halfspace_scheme.direction
-    monkeypatch.setattr(halfspace_scheme, "direction", lambda key, t: real(key, 0))
+    monkeypatch.setattr(halfspace_scheme, "direction", lambda key, t, label: real(key, 0, label))
     assert _chi2_binomial(_null_counts(encoder, text, 1500), 6) < 1e-6
 
 
@@ -113,16 +117,16 @@ def test_cli_generate_detect_and_schemes(cli_world, tmp_path, capsys):
     argv = ["generate", "--key", keyfile, "--scheme", SPEC, "--set", "max_trials=8", "--n", "8"]
     assert cli.main([*argv, "--max-sentences", "9", "--out", out, "P."]) == 0
     record = json.loads(Path(out + ".pmark.json").read_text())
-    assert record["mode"] == "halfspace" and record["settings"] == {"threshold": 0.0, "max_trials": 8}
+    assert record["mode"] == "halfspace" and record["settings"] == {"label": "halfspace", "max_trials": 8}
     capsys.readouterr()
     assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, out]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["verdict"] == "watermarked" and verdict["mode"] == "halfspace"
-    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--set", "threshold=0.2", out]) == 2
+    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--set", "label=other", out]) == 2
     assert "contradicts provenance" in capsys.readouterr().err
     assert cli.main(["schemes", "--json"]) == 0
     listed = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
-    assert [s["name"] for s in listed["halfspace"]["settings"]] == ["threshold", "max_trials"]
+    assert [s["name"] for s in listed["halfspace"]["settings"]] == ["label", "max_trials"]
     assert {"online", "offline", "semstamp", "ksemstamp", "simmark"} <= set(listed)
 
 
