@@ -30,6 +30,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from pmark_impl.detection._detect_work import split_within_budget
     from pmark_impl.generation._watermark import resolve_channels
     from pmark_impl.keys._key_files import load_key
+    from pmark_impl.schemes import get_scheme
 
     cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
     if wants_simmark_detection(args):
@@ -43,13 +44,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
     given = args.prompt is not None or args.prompt_file is not None
     s = detection_settings(args, key, prompt_text(args, args.prompt, "--prompt") if given else None)
     check_detection_flags(key, s, args.test, args)  # incompatible choices: refused before the encoder loads
+    calibration = detector_calibration(args, s["mode"])  # read before any model loads
     text = read_text(args.file)
     # The size budget is checked before any model loads; the count sizes the progress bar.
     n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
     device = device_kwargs(args)
     encoder = models.encoder_for_key(key, s["encoder"], args.key, **device)
-    from pmark_impl.schemes import get_scheme
-
     online = get_scheme(s["mode"]).detect_needs_lm
     sampler = (
         models.load_sampler(s["model"], s["temperature"], s["top_p"], **s["sampler_kwargs"], **device)
@@ -73,6 +73,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             K=args.K,
             progress=bar.update,
             scheme=s["mode"],
+            calibration=calibration,
             **s["detect_kwargs"],
         )
     finally:
@@ -83,11 +84,43 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+def detector_calibration(args: argparse.Namespace, scheme_name: str) -> Any:
+    """The scheme's detector calibration from ``--calibration FILE`` (its ``SchemeCalibration.load``), or ``None``
+    for a scheme without one.
+
+    Raises:
+      CLIError: a scheme with a detector calibration and no ``--calibration``, or ``--calibration`` for a scheme
+        without one.
+    """
+    from pmark_impl.schemes import get_scheme
+
+    scheme = get_scheme(scheme_name)
+    cal = scheme.calibration
+    path = getattr(args, "calibration", None)
+    if cal is None or cal.stored_in != "detector" or cal.load is None:
+        if path is not None:
+            raise CLIError(
+                f"--calibration applies to a scheme with a detector calibration, not to {scheme.name!r}"
+            )
+        return None
+    if path is None:
+        raise CLIError(
+            f"detecting {scheme.name} needs its {cal.name} calibration: --calibration FILE ({cal.command})"
+        )
+    return cal.load(path)
+
+
 def add_parser(sub: Any) -> None:
     """Add the ``detect`` subcommand to ``sub``."""
     p = sub.add_parser("detect", help="test FILE for the watermark; prints a JSON verdict with p_value")
     add_common_options(p)
     add_scheme_arguments(p, None, "that generated FILE")
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="FILE",
+        help="the detector calibration of a scheme that has one (pmark schemes; SimMark: --simmark-calibration)",
+    )
     p.add_argument(
         "--prompt",
         default=None,

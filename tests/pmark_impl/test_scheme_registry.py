@@ -28,7 +28,9 @@ SENTENCES = universe(30)
 
 #: A plug-in module: a factory per case (``CALLS`` counts the factories' calls).
 PLUGIN = """
-from pmark_impl.schemes import Option, Scheme, StepOutput, count_record, decide
+import json
+
+from pmark_impl.schemes import Option, Scheme, SchemeCalibration, StepOutput, count_record, decide
 from pmark_theory import plugin
 
 CALLS = []
@@ -41,8 +43,9 @@ def _step(rng, setup, state, draw):
 
 def _detect(request):
     out = []
+    p = 0.5 if request.calibration is None else request.calibration["p"]
     for sentences in request.sentences:
-        out.append(decide(0.5, 0.5, alpha=request.options["alpha"], test="none", scheme="{name}",
+        out.append(decide(p, 0.0, alpha=request.options["alpha"], test="none", scheme="{name}",
                           n_sentences=len(sentences), n_bits=len(sentences), statistics={{}},
                           min_sentences=1, settings=dict(request.settings)))
     return out
@@ -84,6 +87,17 @@ def with_none_default():
 @plugin("scheme")
 def no_record():
     return _make("norecord", record=None)
+
+
+def _load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+@plugin("scheme")
+def calibrated():
+    cal = SchemeCalibration("rate", "detector", "make-rate --out FILE", load=_load)
+    return _make("calibrated")._replace(name="calibrated", calibration=cal)
 """
 
 
@@ -230,6 +244,35 @@ def test_detect_accepts_flags_that_repeat_the_record(semstamp_text, capsys):
     capsys.readouterr()
     assert cli.main(["detect", "--key", keyfile, "--gamma", "0.25", "--set", "lsh_dim=3", out]) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "semstamp"
+
+
+def test_detect_reads_a_plugins_detector_calibration_before_any_model(
+    plugin_module, world, tmp_path, capsys, monkeypatch
+):
+    module, _ = plugin_module
+    key, sampler, encoder = world
+    spec = f"{module}:calibrated"
+    res = generate(key, sampler, encoder, "P.", scheme=spec, n_candidates=2, max_sentences=3)
+    text = tmp_path / "t.txt"
+    text.write_text(res.text + "\n")
+    save_provenance(res.provenance(), str(text) + ".pmark.json")
+    keyfile = str(save_key(key, tmp_path / "k.key"))
+    loaded = []
+    monkeypatch.setattr(models, "load_encoder", lambda name, **kw: loaded.append(name) or encoder)
+    assert cli.main(["detect", "--key", keyfile, "--scheme", spec, str(text)]) == 2
+    assert "needs its rate calibration: --calibration FILE (make-rate --out FILE)" in capsys.readouterr().err
+    assert loaded == []
+    cal = tmp_path / "rate.json"
+    cal.write_text(json.dumps({"p": 0.001}))
+    assert cli.main(["detect", "--key", keyfile, "--scheme", spec, "--calibration", str(cal), str(text)]) == 0
+    assert json.loads(capsys.readouterr().out)["p_value"] == 0.001  # the calibration reached the detector
+
+
+def test_calibration_for_a_scheme_without_one_is_refused(semstamp_text, capsys, tmp_path):
+    keyfile, out = semstamp_text
+    capsys.readouterr()
+    assert cli.main(["detect", "--key", keyfile, "--calibration", str(tmp_path / "c.json"), out]) == 2
+    assert "--calibration applies to a scheme with a detector calibration" in capsys.readouterr().err
 
 
 def test_an_empty_scheme_name_is_an_error_not_the_default(capsys, world, tmp_path):
