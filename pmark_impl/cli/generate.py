@@ -88,7 +88,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     note = "" if result.aligned in (True, None) else "; warning: the text re-splits into other sentences"
     print(
         f"pmark: {len(result.sentences)} sentences, {result.n_candidates_sampled} candidates sampled, "
-        f"{result.n_tokens} tokens (mode {result.mode}, N = {result.n_candidates}, b = {b}){note}",
+        f"{result.n_tokens} tokens (mode {result.mode}, N = {result.n_candidates}"
+        f"{f', b = {b}' if scheme.channels else ''}){note}",
         file=sys.stderr,
     )
     return 0

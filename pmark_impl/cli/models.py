@@ -9,8 +9,10 @@ fake)`` and every command sees them. A model that cannot be loaded is a :class:`
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from pmark_impl.cli.files import CLIError
@@ -49,6 +51,26 @@ def quiet_model_loading() -> None:
         hf_logging.set_verbosity_error()
 
 
+@contextlib.contextmanager
+def quiet_gguf_conversion() -> Iterator[None]:
+    """No "Converting and de-quantizing GGUF tensors" bar while a GGUF model loads: transformers draws it with a
+    plain ``tqdm`` that its own progress-bar switch does not reach, so its module's ``tqdm`` is replaced by a
+    disabled one for the duration (and restored). ``PMARK_DEBUG=1`` keeps the bar."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf
+    except ImportError:
+        gguf = None
+    real = getattr(gguf, "tqdm", None)
+    if debug() or real is None:
+        yield
+        return
+    gguf.tqdm = functools.partial(real, disable=True)
+    try:
+        yield
+    finally:
+        gguf.tqdm = real
+
+
 def load_encoder(name: str | None, **device: Any) -> Any:
     """The sentence encoder ``name`` (``None``: the offline default), on ``device=`` if given."""
     quiet_model_loading()
@@ -79,8 +101,8 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
         from pmark_impl.sampling._models import load_lm
 
         quiet_model_loading()
-
-        lm, tokenizer = load_lm(model, **device)
+        with quiet_gguf_conversion():
+            lm, tokenizer = load_lm(model, **device)
     except (OSError, ImportError, ValueError) as exc:
         raise CLIError(f"cannot load language model {model or '(default)'!r}: {first_line(exc)}") from None
     return LMSentenceSampler(lm, tokenizer, config)

@@ -539,3 +539,18 @@ def test_the_cli_loaders_silence_transformers_loading_bars(monkeypatch):
     finally:
         hf_logging.enable_progress_bar()
         hf_logging.set_verbosity(verbosity)
+
+
+def test_the_gguf_conversion_bar_is_off_while_the_cli_loads_a_model(monkeypatch):
+    """transformers draws "Converting and de-quantizing GGUF tensors" with a plain tqdm (issue 24's leftover): the
+    CLI's loader disables it for the load only, and PMARK_DEBUG=1 keeps it."""
+    gguf = pytest.importorskip("transformers.modeling_gguf_pytorch_utils")
+    real = gguf.tqdm
+    with models.quiet_gguf_conversion():
+        assert gguf.tqdm.func is real and gguf.tqdm.keywords == {
+            "disable": True
+        }  # conftest disables tqdm anyway
+    assert gguf.tqdm is real
+    monkeypatch.setenv("PMARK_DEBUG", "1")
+    with models.quiet_gguf_conversion():
+        assert gguf.tqdm is real
