@@ -24,12 +24,7 @@ from pmark_impl.keys._key_fields import (
     KEY_FORMAT,
     KEY_VERSION,
     KEY_VERSIONS,
-    MAX_ENCODER_NAME,
-    MAX_KEY_CHANNELS,
-    MAX_KEY_DIM,
-    MAX_SEED_WINDOW,
     SECRET_BYTES,
-    SEEDINGS,
     KeyFileError,
     check_encoder_name,
     check_key_shape,
@@ -41,24 +36,7 @@ from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
-__all__ = [
-    "KEY_FORMAT",
-    "KEY_VERSION",
-    "KEY_VERSIONS",
-    "MAX_ENCODER_NAME",
-    "MAX_KEY_CHANNELS",
-    "MAX_KEY_DIM",
-    "MAX_SEED_WINDOW",
-    "SECRET_BYTES",
-    "SEEDINGS",
-    "KeyFileError",
-    "check_encoder_name",
-    "check_key_shape",
-    "check_seeding",
-    "key_from_document",
-    "load_key",
-    "save_key",
-]
+__all__ = ["key_from_document", "load_key", "save_key"]  # the field rules: pmark_impl.keys._key_fields
 
 #: Key files are small (a calibrated key holds a ``d``-vector: ~25 bytes per entry); anything larger is not a key
 #: file (guards against reading a huge file by mistake).

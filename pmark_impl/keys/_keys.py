@@ -75,7 +75,7 @@ class WatermarkKey:
     Attributes:
       secret: 32 secret bytes. Never printed: ``repr`` shows a fingerprint instead.
       encoder: name of the sentence encoder the key was made for: a non-empty printable string of at most
-        1024 characters (:func:`pmark_impl.keys._key_files.check_encoder_name`, the key file's own rule).
+        1024 characters (:func:`pmark_impl.keys._key_fields.check_encoder_name`, the key file's own rule).
       dim: embedding dimension ``d`` of that encoder.
       channels: number of channels ``b`` (``1 <= b <= d``).
       calibration: the proxy centre and per-channel null sign counts from a human corpus (K1), or ``None``
@@ -97,7 +97,7 @@ class WatermarkKey:
     fitted_centroids: KeyCentroids | None = None
 
     def __post_init__(self) -> None:
-        # The field rules are the key file's own (pmark_impl.keys._key_files): one function per field, shared by this
+        # The field rules are the key file's own (pmark_impl.keys._key_fields): one function per field, shared by this
         # constructor, save_key and load_key, so a key made here is a key that can be written and read back.
         if not isinstance(self.secret, bytes) or len(self.secret) != SECRET_BYTES:
             raise PMarkValueError(f"secret must be exactly {SECRET_BYTES} bytes")

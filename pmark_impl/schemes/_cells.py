@@ -163,14 +163,14 @@ def _green(key: Any, state: CellState, t: int, seeding: str) -> np.ndarray:
 
 
 def _detect_one(
-    request: DetectRequest, cell_map: CellMap, sentences: list[str], emb: np.ndarray, name: str
+    request: DetectRequest, cells_of: tuple[Any, int], sentences: list[str], emb: np.ndarray, name: str
 ) -> Any:
     """The green-cell count of one text (exact with positional green sets; approximate when a previous cell repeats
     under ``green_seeding = "cell"``: positions sharing a previous cell share a green set)."""
     key, settings, opts = request.key, request.settings, request.options
     green_seeding = settings["green_seeding"]
     t_len = len(sentences)
-    cell_fn, n_cells = cell_map(key, settings)
+    cell_fn, n_cells = cells_of  # the cell map, built once for all texts
     cells = np.asarray(cell_fn(emb)) if t_len else []
     g = check_green_size(round(settings["gamma"] * n_cells), n_cells)
     gam = g / n_cells
@@ -288,8 +288,9 @@ def cell_scheme(
         flat = [s for sentences in split for s in sentences]
         emb = embed_reporting(request.encoder, flat, request.key.dim, request.progress)
         bounds = np.concatenate([[0], np.cumsum([len(s) for s in split], dtype=np.int64)])
+        cells_of = cell_map(request.key, request.settings)
         return [
-            _detect_one(request, cell_map, s, emb[lo:hi], name)
+            _detect_one(request, cells_of, s, emb[lo:hi], name)
             for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
         ]
 
