@@ -1,5 +1,10 @@
 """``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl.keys._calibrate`).
 
+Whatever the scheme (``--scheme``, default offline), the calibration is the one the scheme declares as stored in
+the key (``SchemeCalibration.fit_key``): PMark's proxy centre, the cell schemes' cell masses
+(:mod:`pmark_impl.keys._cell_calibration`; their settings as in ``pmark detect``: ``--lsh-dim``, ``--n-clusters``,
+``--gamma``, ``--set NAME=VALUE``). A scheme whose calibration is not stored in the key is refused.
+
 Reads the key, embeds a human corpus (the built-in one — prose that ships with CPython — or ``--corpus FILE``),
 writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an existing one without ``--force``;
 the input key is never modified), prints the held-out report as JSON and, with ``--report DIR``, writes
@@ -22,7 +27,7 @@ import numpy as np
 
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError, check_paths, output_errors
-from pmark_impl.cli.options import float_type, int_type
+from pmark_impl.cli.options import add_cell_options, float_type, int_type
 
 __all__ = ["add_parser", "cmd_calibrate", "format_report"]
 
@@ -66,10 +71,20 @@ def add_parser(sub: Any) -> None:
         "--scheme",
         default=None,
         metavar="NAME|MODULE:ATTR",
-        help="the scheme the key is for (default offline); refused for a scheme whose calibration this command "
-        "does not make (pmark schemes shows each scheme's)",
+        help="the scheme the key is for (default offline): its calibration stored in the key is made (PMark: the "
+        "proxy centre; semstamp/ksemstamp: the cell masses); refused for a scheme whose calibration is not stored "
+        "in the key (pmark schemes shows each scheme's)",
     )
     p.add_argument("--mode", default=None, metavar="NAME", help="alias of --scheme")
+    add_cell_options(p, generating=False)
+    p.add_argument(
+        "--set",
+        dest="scheme_set",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="a setting of the scheme (repeatable), e.g. --set green_seeding=cell",
+    )
     p.add_argument("--out", required=True, metavar="NEW_KEY", help="the calibrated key file to create")
     p.add_argument(
         "--corpus",
@@ -82,8 +97,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--centring",
         choices=["context", "global"],
-        default="context",
-        help="proxy centring rule (default context)",
+        default=None,
+        help="PMark: proxy centring rule (default context)",
     )
     p.add_argument(
         "--text-sentences", type=int_type(2, 1000), default=8, help="sentences per held-out text (default 8)"
@@ -109,13 +124,19 @@ def add_parser(sub: Any) -> None:
 
 def format_report(report: dict[str, Any]) -> str:
     """``report.md``: the held-out FPRs, sign balance and offline TV before and after calibration."""
+    what = (
+        f"Centring: `{report['centring']}`."
+        if "centring" in report
+        else f"Cell masses of {report.get('scheme')} {report.get('cell_map')} (green fraction "
+        f"{report.get('gamma')}, green seeding `{report.get('green_seeding')}` for the held-out FPR)."
+    )
     lines = [
         "# Key calibration (K1)",
         "",
         f"Corpus `{report['corpus']}` (fingerprint {report['corpus_fingerprint']}): "
         f"{report['n_documents']['calibration']} calibration documents ({report['n_calibration_sentences']} "
         f"sentences), {report['n_held_out_texts']} held-out texts of {report['text_sentences']} sentences "
-        f"(one per document). Centring: `{report['centring']}`.",
+        f"(one per document). {what}",
         "",
         "| key | test | alpha | FPR | 95% CI |",
         "|---|---|---|---|---|",
@@ -127,8 +148,9 @@ def format_report(report: dict[str, Any]) -> str:
                 lines.append(
                     f"| {when} | {test} | {a} | {r['rate']:.3f} ({r['rejected']}/{r['n_texts']}) | [{lo:.3f}, {hi:.3f}] |"
                 )
-    lines += ["", "| key | sign balance p_j (held out) | offline TV, N = 16 / 64 (X2) |", "|---|---|---|"]
-    for when in ("before", "after"):
+    if "sign_balance" in report["before"]:
+        lines += ["", "| key | sign balance p_j (held out) | offline TV, N = 16 / 64 (X2) |", "|---|---|---|"]
+    for when in ("before", "after") if "sign_balance" in report["before"] else ():
         m = report[when]
         tv = " / ".join(f"{x:.4f}" for x in m["offline_tv"].values())
         lines.append(f"| {when} | {', '.join(f'{x:.3f}' for x in m['sign_balance'])} | {tv} |")
@@ -149,13 +171,19 @@ def _figure(report: dict[str, Any]) -> bytes:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    b = len(report["before"]["sign_balance"])
-    x = np.arange(b)
-    ax1.bar(x - 0.2, report["before"]["sign_balance"], 0.4, label="uncentred")
-    ax1.bar(x + 0.2, report["after"]["sign_balance"], 0.4, label=f"centred ({report['centring']})")
-    ax1.axhline(0.5, color="k", lw=0.8)
-    ax1.set(xlabel="channel j", ylabel="P(proxy > 0) on held-out text", ylim=(0, 1), xticks=x)
-    ax1.legend(fontsize=8)
+    if "sign_balance" in report["before"]:
+        b = len(report["before"]["sign_balance"])
+        x = np.arange(b)
+        ax1.bar(x - 0.2, report["before"]["sign_balance"], 0.4, label="uncentred")
+        ax1.bar(x + 0.2, report["after"]["sign_balance"], 0.4, label=f"centred ({report['centring']})")
+        ax1.axhline(0.5, color="k", lw=0.8)
+        ax1.set(xlabel="channel j", ylabel="P(proxy > 0) on held-out text", ylim=(0, 1), xticks=x)
+        ax1.legend(fontsize=8)
+    else:  # cell masses: the pooled mass of each cell against the uniform 1/M
+        q = report["pooled_cell_masses"]
+        ax1.bar(np.arange(len(q)), q, 0.6)
+        ax1.axhline(1 / len(q), color="k", lw=0.8)
+        ax1.set(xlabel="cell c", ylabel="calibration mass q(c)", ylim=(0, 1))
     labels, rates, errs = [], [], []
     for when in ("before", "after"):
         for test, by_alpha in report[when]["fpr"].items():
@@ -165,7 +193,7 @@ def _figure(report: dict[str, Any]) -> bytes:
                 errs.append([r["rate"] - r["interval"][0], r["interval"][1] - r["rate"]])
     pos = np.arange(len(rates))
     ax2.errorbar(pos, rates, yerr=np.array(errs).T, fmt="o", capsize=3)
-    for a in {float(a) for a in report["after"]["fpr"]["hard"]}:
+    for a in {float(a) for a in report["held_out_fpr"]["after"]}:
         ax2.axhline(a, color="grey", lw=0.6, ls="--")
     ax2.set_xticks(pos, labels, fontsize=6)
     ax2.set(ylabel="held-out false-positive rate")
@@ -176,39 +204,38 @@ def _figure(report: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-#: What this command calibrates: the proxy centre stored in the key (a scheme declares it as ``calibration``).
-CALIBRATION = ("centring", "key")
-
-
-def check_scheme_calibration(args: argparse.Namespace) -> None:
-    """Refuse, before anything is read, a ``--scheme`` whose declared calibration is not the one this command makes.
+def check_scheme_calibration(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The ``--scheme`` and its settings given on the command line, checked before anything is read: its calibration
+    must be stored in the key and made by ``SchemeCalibration.fit_key``.
 
     Raises:
-      CLIError: the scheme declares no calibration, or another one (the message names the command that makes it).
+      CLIError: the scheme declares no calibration, or one stored elsewhere (the message names its command).
+      PMarkValueError: a setting the scheme does not have.
     """
-    from pmark_impl.cli.scheme_options import cli_scheme
+    from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
 
     scheme = cli_scheme(args, "offline")
     cal = scheme.calibration
     if cal is None:
         raise CLIError(f"scheme {scheme.name!r} declares no calibration: its detector needs none")
-    if (cal.name, cal.stored_in) != CALIBRATION:
+    if cal.stored_in != "key" or cal.fit_key is None:
         raise CLIError(
             f"scheme {scheme.name!r} calibrates its {cal.name} ({cal.stored_in}), which pmark calibrate does not "
             f"make: {cal.command}"
         )
+    return scheme, cli_settings(args, scheme, side="detect")
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
     from pmark_impl._corpus import builtin_documents, read_corpus
-    from pmark_impl.keys._calibrate import calibrate_key, fpr_verdict
+    from pmark_impl.keys._calibrate import fpr_verdict
     from pmark_impl.keys._key_files import load_key, save_key
     from pmark_impl.sampling._context import embed
     from pmark_theory._lock import LOCK_NAME, OutputLock
     from pmark_theory._owned import claim_folder, probe_folder
 
-    check_scheme_calibration(args)
+    scheme, given = check_scheme_calibration(args)
     report_dir = Path(args.report) if args.report else None
     report_files = [report_dir / name for name in _REPORT_FILES] if report_dir is not None else []
     check_paths(  # before anything is read or computed; the report folder is created only when written
@@ -241,15 +268,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             bar.close()
         return np.concatenate(parts) if parts else np.zeros((0, key.dim))
 
-    new_key, report = calibrate_key(
+    from pmark_impl.schemes import resolve_settings
+
+    settings = resolve_settings(scheme, given, side="detect", key=key)
+    extra = (
+        {} if args.centring is None else {"centring": args.centring}
+    )  # refused by a calibration without it
+    new_key, report = scheme.calibration.fit_key(
         key,
         encoder,
         documents,
-        centring=args.centring,
+        settings,
         text_sentences=args.text_sentences,
         held_out_fraction=args.held_out,
         corpus=corpus,
         embed_fn=embed_fn,
+        **extra,
     )
     status, reason = fpr_verdict(report)
     report["verdict"] = [status, reason]

@@ -5,6 +5,7 @@
                    [--schemes online,offline,semstamp,ksemstamp,simmark,none] [--n|--n-candidates N] [--channels b]
                    [--attack NAME[:param=v1,v2;...]]... [--grid 'N=8,16,32,64 b=1,2,3,4']
                    [--model M] [--encoder E] [--oracle M|same|none] [--device D] [--key KEY | --key-seed S]
+                   [--uncalibrated-key]
                    [--seed S] [--out DIR] [--force]
 
 Everything the user gave is checked before a model is loaded (schemes, attacks, the grid, the prompt file, the
@@ -168,6 +169,13 @@ def add_parser(sub: Any) -> None:
         "--key", default=None, metavar="KEY", help="a key file (default: an evaluation key from --key-seed)"
     )
     g.add_argument("--key-seed", type=SEED, default=0, help="seed of the evaluation key (default 0)")
+    g.add_argument(
+        "--uncalibrated-key",
+        action="store_true",
+        help="evaluate the key as given (the paper's protocol); by default it is calibrated on the built-in "
+        "corpus for every scheme whose calibration is stored in the key (PMark's centre, the cell masses of "
+        "semstamp/ksemstamp; K1), and the report shows its held-out false-positive rate",
+    )
     g = p.add_argument_group("run")
     g.add_argument("--seed", type=SEED, default=0, help="base seed of texts, attacks, detection (default 0)")
     g.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", help=f"report folder (default {DEFAULT_OUT})")
@@ -244,6 +252,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     dev = {"device": device} if device else {}
     encoder = models.load_encoder(args.encoder, **dev)
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
+    key, key_calibration = evaluate_inputs.calibrate_key(args, key, encoder, runs, config.alphas)
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dev)
     if args.model is None:
         from pmark_impl.sampling._models import DEFAULT_LM_NAME
@@ -281,6 +290,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "oracle": None if ctx.oracle is None else (model_name if args.oracle == "same" else args.oracle),
         "key_fingerprint": key.fingerprint,
         "key": "file" if args.key else f"evaluation key, seed {args.key_seed}",
+        "key_calibration": key_calibration,
         "sampling": {
             k: getattr(sampling, k)
             for k in ("temperature", "top_p", "top_k", "max_sentence_tokens")

@@ -14,6 +14,7 @@ from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "DEFAULT_ATTACKS",
+    "calibrate_key",
     "calibration_files",
     "calibrations",
     "check_calibration_names",
@@ -135,6 +136,61 @@ def calibrations(args: argparse.Namespace, encoder: Any, runs: Any) -> dict[str,
             settings = resolve_settings(scheme, dict(run.settings))
             out[scheme.name] = cal.fit(encoder, builtin_documents(), settings)
     return out
+
+
+def calibrate_key(
+    args: argparse.Namespace, key: Any, encoder: Any, runs: Any, alphas: Any
+) -> tuple[Any, dict]:
+    """The evaluation key calibrated for every run's scheme whose calibration is stored in the key
+    (``SchemeCalibration.fit_key``, K1), on the built-in corpus's calibration half, and the record of it
+    (``config.json``'s ``key_calibration``: on/off and each fit's held-out FPR at ``alphas`` with its interval).
+
+    ``--uncalibrated-key`` keeps the key as given (a ``--key-seed`` key is then uncalibrated: the paper's protocol).
+    The corpus is embedded once for all fits.
+    """
+    import json
+
+    import numpy as np
+
+    from pmark_impl._corpus import builtin_documents, corpus_fingerprint
+    from pmark_impl.sampling._context import embed
+    from pmark_impl.schemes import get_scheme, resolve_settings
+    from pmark_impl.schemes._settings import scheme_options
+
+    if args.uncalibrated_key:
+        return key, {"calibrated": False}
+    documents = builtin_documents()
+    cache: dict[str, np.ndarray] = {}
+
+    def embed_fn(sentences: list[str]) -> np.ndarray:
+        new = list(dict.fromkeys(s for s in sentences if s not in cache))
+        for i in range(0, len(new), 256):
+            cache.update(zip(new[i : i + 256], embed(encoder, new[i : i + 256], key.dim), strict=True))
+        return np.array([cache[s] for s in sentences]).reshape(len(sentences), key.dim)
+
+    fits, done = [], set()
+    for run in runs:
+        scheme = None if run.scheme == "none" else get_scheme(run.scheme)
+        cal = None if scheme is None else scheme.calibration
+        if cal is None or cal.stored_in != "key" or cal.fit_key is None:
+            continue
+        settings = resolve_settings(scheme, dict(run.settings), key=key)
+        shown = {o.name: settings.get(o.name) for o in scheme_options(scheme, "detect")}
+        ident = (id(cal.fit_key), json.dumps(shown, sort_keys=True, default=str))
+        if ident in done:
+            continue
+        done.add(ident)
+        try:
+            key, report = cal.fit_key(
+                key, encoder, documents, settings, embed_fn=embed_fn, alphas=tuple(alphas)
+            )
+        except PMarkValueError as exc:
+            raise PMarkValueError(f"calibrating the evaluation key for {scheme.name}: {exc} (--uncalibrated-key "
+                                  "evaluates the key as given)") from None  # fmt: skip
+        fits.append({"scheme": scheme.name, "calibration": cal.name, "settings": shown, **report["held_out_fpr"],
+                     "n_held_out_texts": report.get("n_held_out_texts")})  # fmt: skip
+    record = {"calibrated": True, "corpus": "builtin", "corpus_fingerprint": corpus_fingerprint(documents)}
+    return key, {**record, "fits": fits}
 
 
 def check_calibration_names(args: argparse.Namespace, runs: Any) -> None:

@@ -130,10 +130,46 @@ def _settings(results: dict[str, Any]) -> list[str]:
     lines = [f"# Watermark evaluation{f': `{model}`' if model else ''}", ""]
     if cfg:
         lines += ["## Settings", ""]
-        shown = {k: v for k, v in cfg.items() if k != "runs"}  # the runs have their own tables below
+        shown = {k: v for k, v in cfg.items() if k not in ("runs", "key_calibration")}  # own tables below
+        if isinstance(cfg.get("key_calibration"), dict):
+            shown["key_calibrated"] = bool(cfg["key_calibration"].get("calibrated"))
         lines += _table(["setting", "value"], [[_cell(k), _cell(v)] for k, v in _flatten(shown)])
         lines.append("")
-    return lines
+    return lines + _key_calibration(cfg.get("key_calibration"), _alphas(results))
+
+
+def _key_calibration(record: Any, alphas: list[str]) -> list[str]:
+    """The evaluation key's calibration (K1): each fit's held-out FPR at every α, before and after, with CIs."""
+    if not isinstance(record, dict):
+        return []
+    if not record.get("calibrated"):
+        return ["## Evaluation key", "", "Uncalibrated (`--uncalibrated-key`: the paper's protocol).", ""]
+    lines = [
+        "## Evaluation key",
+        "",
+        f"Calibrated on the calibration half of the `{_cell(record.get('corpus'))}` corpus (fingerprint "
+        f"{_cell(record.get('corpus_fingerprint'))}) for every scheme whose calibration is stored in the key; the "
+        "false-positive rate of its exact test on the held-out half (one text per document), with 95% "
+        "Clopper–Pearson intervals:",
+        "",
+    ]
+    rows = []
+    for fit in record.get("fits") or []:
+        for a in alphas:
+            before, after = (
+                fit.get(w, {}).get(a) or fit.get(w, {}).get(str(float(a))) for w in ("before", "after")
+            )
+            if before is None or after is None:
+                continue
+            rows.append(
+                [_cell(fit.get("scheme")), _cell(fit.get("calibration")), _cell(fit.get("test")), a]
+                + [f"{r['rate']:.3f} [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] ({r['rejected']}/{r['n_texts']})"
+                   for r in (before, after)]
+            )  # fmt: skip
+    lines += _table(
+        ["scheme", "calibration", "test", "alpha", "FPR before", "FPR after (the key used)"], rows
+    )
+    return [*lines, ""]
 
 
 def _cost_quality(runs: list[dict[str, Any]], timing: dict[str, Any] | None) -> list[str]:

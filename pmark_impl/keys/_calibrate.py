@@ -247,13 +247,15 @@ def _calibration_for(key, cal_texts, centre, centring, text_sentences, corpus, d
 
 
 def fpr_verdict(report: dict[str, Any]) -> tuple[str, str]:
-    """``("ok" | "warn" | "refuse", one-line reason)`` for the calibrated key's default test (``"hard"``).
+    """``("ok" | "warn" | "refuse", one-line reason)`` for the calibrated key's default test (``"hard"``, or the
+    test of ``report["held_out_fpr"]`` when the report has one: ``SchemeCalibration.fit_key``).
 
     ``"refuse"``: at some α the Clopper–Pearson lower bound of the held-out FPR exceeds α (the key rejects
     human text significantly more often than promised); ``"warn"``: the point estimate exceeds α.
     """
     worst = ("ok", "the held-out false-positive rate is within alpha at every level")
-    for a, rec in report["after"]["fpr"]["hard"].items():
+    after = report["held_out_fpr"]["after"] if "held_out_fpr" in report else report["after"]["fpr"]["hard"]
+    for a, rec in after.items():
         lo = rec["interval"][0]
         if lo > float(a):
             return "refuse", (

@@ -4,7 +4,8 @@
 optional ``"calibration"`` (proxy centre and per-channel null sign counts, K1, ``pmark calibrate``) and
 ``"seeding"`` (context-aware seeds, Z1–Z4) and ``"centroids"`` (k-SemStamp centroids fitted on a corpus, E2:
 ``{"k", "d", "corpus", "corpus_fingerprint", "n_sentences", "seed", "values": [k rows of d numbers]}``,
-:mod:`pmark_impl.keys._centroids`). A key without any of them is written as version 1. Keys are never
+:mod:`pmark_impl.keys._centroids`) and ``"cell_calibrations"`` (a list: the cell masses of SemStamp-style cell
+maps, one object per map, :mod:`pmark_impl.keys._cell_calibration`, K1). A key without any of them is written as version 1. Keys are never
 pickled; a file that group or others may read is refused on load (unless ``allow_insecure=True``); the secret
 never appears in errors.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from pmark_impl._user_json import parse_user_json
 from pmark_impl.keys._calibration import calibration_from_json
+from pmark_impl.keys._cell_calibration import cell_calibrations_from_json
 from pmark_impl.keys._centroids import centroids_from_json
 from pmark_impl.keys._key_fields import (
     KEY_FORMAT,
@@ -50,7 +52,10 @@ def _key_to_json(key: WatermarkKey) -> str:
     doc: dict[str, Any] = {
         "format": KEY_FORMAT,
         "version": 1
-        if key.calibration is None and default_seeding and key.fitted_centroids is None
+        if key.calibration is None
+        and default_seeding
+        and key.fitted_centroids is None
+        and not key.cell_calibrations
         else KEY_VERSION,
         "encoder": key.encoder,
         "dim": key.dim,
@@ -63,6 +68,8 @@ def _key_to_json(key: WatermarkKey) -> str:
         doc["seeding"] = {"mode": key.seeding, "window": key.seed_window}
     if key.fitted_centroids is not None:
         doc["centroids"] = key.fitted_centroids.to_json_dict()
+    if key.cell_calibrations:
+        doc["cell_calibrations"] = [c.to_json_dict() for c in key.cell_calibrations]
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -192,7 +199,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         raise KeyFileError(
             f"key file {path} has unsupported version {shown} (this pmark reads versions {', '.join(map(str, KEY_VERSIONS))})"
         )
-    fields = _FIELDS + (("calibration", "seeding", "centroids") if version >= 2 else ())
+    fields = _FIELDS + (("calibration", "seeding", "centroids", "cell_calibrations") if version >= 2 else ())
     unknown = sorted(str(k)[:40] for k in doc if k not in fields)
     if unknown:
         raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
@@ -214,6 +221,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         cal = None if "calibration" not in doc else calibration_from_json(doc["calibration"], dim, channels)
         seeding, window = _seeding(doc.get("seeding", {"mode": "position", "window": 1}))
         cents = None if "centroids" not in doc else centroids_from_json(doc["centroids"], dim)
+        cells = cell_calibrations_from_json(doc.get("cell_calibrations", []))
         return WatermarkKey(
             secret=bytes.fromhex(secret_hex),
             encoder=encoder,
@@ -223,6 +231,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
             seeding=seeding,
             seed_window=window,
             fitted_centroids=cents,
+            cell_calibrations=cells,
         )
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None

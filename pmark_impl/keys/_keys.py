@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.keys._calibration import KeyCalibration
+from pmark_impl.keys._cell_calibration import CellCalibration, check_distinct
 from pmark_impl.keys._centroids import KeyCentroids
 from pmark_impl.keys._key_fields import (
     KEY_FORMAT,
@@ -85,6 +86,9 @@ class WatermarkKey:
         seeding).
       fitted_centroids: k-SemStamp centroids fitted on a corpus (:class:`pmark_impl.keys._centroids.KeyCentroids`,
         E2), or ``None`` (:meth:`centroids` derives random ones from the secret).
+      cell_calibrations: the cell masses of SemStamp-style cell maps on human text, at most one per cell map
+        (:class:`pmark_impl.keys._cell_calibration.CellCalibration`, K1): detection-only, so they do not change
+        the fingerprint (a text generated before the key was calibrated is still detected with it).
     """
 
     secret: bytes
@@ -95,6 +99,7 @@ class WatermarkKey:
     seeding: str = "position"
     seed_window: int = 1
     fitted_centroids: KeyCentroids | None = None
+    cell_calibrations: tuple[CellCalibration, ...] = ()
 
     def __post_init__(self) -> None:
         # The field rules are the key file's own (pmark_impl.keys._key_fields): one function per field, shared by this
@@ -125,6 +130,9 @@ class WatermarkKey:
                 f"fitted_centroids must be KeyCentroids of dimension d = {dim}"
                 + (f", got d = {fc.dim}" if isinstance(fc, KeyCentroids) else "")
             )
+        if not isinstance(self.cell_calibrations, (tuple, list)):
+            raise PMarkValueError("cell_calibrations must be a tuple of CellCalibration")
+        object.__setattr__(self, "cell_calibrations", check_distinct(self.cell_calibrations))
 
     # ----------------------------------------------------------------------------------------------------------
     @classmethod
@@ -170,6 +178,7 @@ class WatermarkKey:
             self.seeding,
             self.seed_window,
             self.fitted_centroids,
+            set(self.cell_calibrations),
         ) == (
             other.encoder,
             other.dim,
@@ -178,6 +187,7 @@ class WatermarkKey:
             other.seeding,
             other.seed_window,
             other.fitted_centroids,
+            set(other.cell_calibrations),
         )
 
     def __hash__(self) -> int:
@@ -240,6 +250,17 @@ class WatermarkKey:
         """The same secret with stored k-SemStamp ``centroids`` (``None`` removes them; see
         :func:`pmark_impl.keys._centroids.fit_key_centroids` to fit them on a corpus)."""
         return replace(self, fitted_centroids=centroids)
+
+    def with_cell_calibration(self, calibration: CellCalibration) -> WatermarkKey:
+        """The same key with ``calibration`` replacing any of the same cell map (K1, cell masses)."""
+        rest = tuple(c for c in self.cell_calibrations if c.identity != calibration.identity)
+        return replace(self, cell_calibrations=(*rest, calibration))
+
+    def cell_calibration(self, scheme: str, size_option: str, size: int) -> CellCalibration | None:
+        """The stored cell calibration of the cell map ``(scheme, size_option, size)``, or ``None``."""
+        return next(
+            (c for c in self.cell_calibrations if c.identity == (scheme, size_option, int(size))), None
+        )
 
     # ----------------------------------------------------------------------------------------------------------
     def pivots(self) -> np.ndarray:

@@ -92,6 +92,17 @@ class SchemeCalibration(NamedTuple):
       fit: ``fit(encoder, documents, settings) -> calibration`` for ``"detector"`` calibrations (``pmark
         evaluate`` fits one on the built-in corpus with the run's settings when none is given), else ``None``.
       load: ``load(path) -> calibration`` for ``"detector"`` calibrations, else ``None``.
+      fit_key: for ``"key"`` calibrations, ``fit_key(key, encoder, documents, settings, **options) -> (key, report)``
+        (``None``: the scheme's key calibration cannot be made by the generic drivers, ``pmark calibrate`` and
+        ``pmark evaluate``). ``documents`` is a human corpus (:class:`pmark_impl._corpus.Document` list), split
+        into a calibration and a held-out part (:func:`pmark_impl._corpus.split_documents`); ``settings`` the
+        scheme's settings (unresolved ones take their defaults). ``options`` are keyword-only and optional:
+        ``text_sentences``, ``held_out_fraction``, ``corpus`` (a description stored in the key), ``embed_fn`` (embeds
+        a list of sentences), ``alphas``; a calibration may take its own (PMark: ``centring``) and refuses one it
+        does not know (``PMarkValueError``). The calibrated key keeps what the input key holds for other schemes.
+        ``report["held_out_fpr"]`` is ``{"test": name, "before": {alpha: rate}, "after": {alpha: rate}}``, each
+        ``rate`` ``{"rejected", "n_texts", "rate", "interval"}`` (Clopper–Pearson 95%,
+        :func:`pmark_impl.keys._calibrate.clopper_pearson`) of the held-out texts, for the key before and after.
     """
 
     name: str
@@ -99,6 +110,7 @@ class SchemeCalibration(NamedTuple):
     command: str
     fit: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any] | None = None
     load: Callable[[str], Any] | None = None
+    fit_key: Callable[..., tuple[Any, dict[str, Any]]] | None = None
 
 
 class Setup(NamedTuple):
@@ -225,6 +237,11 @@ class Scheme(NamedTuple):
       resolve_test: ``resolve_test(key, test) -> test`` for a detector with several tests (``test=None``: the
         default), raising ``PMarkValueError`` for one that does not apply; ``None``: the detector has one test and
         an explicit ``test`` is refused.
+      law: ``law(setup, texts, probs) -> probs``: the exact law of the sentence kept at position 0 under this key,
+        when the LM's next sentence takes the finitely many values ``texts`` with probabilities ``probs`` (float64
+        ``[K]``), or ``None`` (not declared). ``pmark audit`` tests the scheme's output against it (issue 27).
+      claims: guarantees the scheme claims beyond its law and its null (``pmark audit``'s vocabulary, e.g.
+        ``("distortion-free",)`` for online PMark, C10).
     """
 
     name: str
@@ -242,3 +259,5 @@ class Scheme(NamedTuple):
     channels: bool = False
     detect_needs_lm: bool = False
     resolve_test: Callable[[Any, str | None], str | None] | None = None
+    law: Callable[[Setup, Sequence[str], Any], Any] | None = None
+    claims: tuple[str, ...] = ()

@@ -5,13 +5,16 @@ the green set of position ``t`` is a uniform ``g``-subset of the cells, ``g = ro
 (default) or, with ``green_seeding="cell"``, by the cell of the sentence kept at ``t - 1`` (the reference
 implementations). Generation redraws batches of ``N`` until one holds a valid (green and margin-clear) candidate,
 at most ``max_trials`` times, then falls back to a uniform candidate of the last batch. Detection counts green
-sentences: ``#green ~ Binomial(T, g/M)`` under H0 for any text with positional green sets.
+sentences: ``#green ~ Binomial(T, g/M)`` under H0 for any text with positional green sets (over keys); a key
+calibrated on human text (its cell masses, K1: :mod:`pmark_impl.keys._cell_calibration`, ``pmark calibrate
+--scheme NAME``) is tested with the exact Poisson-binomial tail of its own per-position green probabilities.
 
 :func:`cell_scheme` builds a :class:`~pmark_impl.schemes.Scheme` from a scheme's own cell map and margin rule.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -19,21 +22,23 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import stats
 
 from pmark_impl._api_checks import check_number
 from pmark_impl._limits import check_limit
 from pmark_impl.detection._detect_result import SentenceEvidence
 from pmark_impl.detection._detect_result import verdict as _verdict
 from pmark_impl.detection._detect_work import embed_reporting
+from pmark_impl.keys._cell_calibration import cell_map_digest, green_count_pvalue
 from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
+from pmark_impl.schemes._cell_fit import cell_calibration
+from pmark_impl.schemes._laws import retry_law
 from pmark_impl.schemes._results import count_record
 from pmark_theory._cell_rules import check_margin, green_candidates
 from pmark_theory._rules import select_from_mask
 from pmark_theory._validate import PMarkValueError, check_green_size, check_unit_interval
 
-__all__ = ["GREEN_SEEDINGS", "CellState", "cell_scheme", "cell_step", "check_green_seeding"]
+__all__ = ["GREEN_SEEDINGS", "CellState", "calibration_of", "cell_scheme", "cell_step", "check_green_seeding"]
 
 #: How a cell scheme seeds the green set of sentence ``t >= 1``: by the position ``t`` (default) or by
 #: the cell of sentence ``t - 1`` (the reference implementations); sentence 0 always uses position 0.
@@ -163,31 +168,41 @@ def _green(key: Any, state: CellState, t: int, seeding: str) -> np.ndarray:
 
 
 def _detect_one(
-    request: DetectRequest, cells_of: tuple[Any, int], sentences: list[str], emb: np.ndarray, name: str
+    request: DetectRequest,
+    cells_of: tuple[Any, int, Any],
+    sentences: list[str],
+    emb: np.ndarray,
+    name: str,
 ) -> Any:
     """The green-cell count of one text (exact with positional green sets; approximate when a previous cell repeats
-    under ``green_seeding = "cell"``: positions sharing a previous cell share a green set)."""
-    key, settings, opts = request.key, request.settings, request.options
+    under ``green_seeding = "cell"``: positions sharing a previous cell share a green set). With a cell calibration
+    of this cell map in the key, the p-value is the calibrated Poisson-binomial tail (K1,
+    :func:`pmark_impl.keys._cell_calibration.green_count_pvalue`: cells independent across positions, or Markov
+    given the previous cell)."""
+    settings, opts = request.settings, request.options
     green_seeding = settings["green_seeding"]
     t_len = len(sentences)
-    cell_fn, n_cells = cells_of  # the cell map, built once for all texts
+    cell_fn, n_cells, cal = cells_of  # the cell map, built once for all texts, and its calibration (or None)
     cells = np.asarray(cell_fn(emb)) if t_len else []
     g = check_green_size(round(settings["gamma"] * n_cells), n_cells)
     gam = g / n_cells
-    if green_seeding == "cell":  # sentence t >= 1: keyed by the cell of the text's sentence t - 1
-        sets = [
-            key.green_set(0, n_cells, g) if t == 0 else key.green_set_for_cell(int(cells[t - 1]), n_cells, g)
-            for t in range(t_len)
-        ]
-    else:
-        sets = [key.green_set(t, n_cells, g) for t in range(t_len)]
-    green = [bool(sets[t][int(cells[t])]) for t in range(t_len)]
-    n_green = sum(green)
-    p = float(stats.binom.sf(n_green - 1, t_len, gam)) if t_len else 1.0
+    res = green_count_pvalue(request.key, cells, n_cells, g, green_seeding, cal)
+    green, n_green, p = res.green, res.n_green, res.p_value
     out = dict(opts["base"])
     out.update({o: settings[o] for o in settings if o not in ("gamma", "green_seeding")})
     out.update(gamma=gam, n_cells=n_cells, green_seeding=green_seeding)
     stats_: dict[str, Any] = {"green_count": {"n_green": n_green, "gamma": gam, "p_value": p}}
+    # "null" absent: the binomial null g/M (an uncalibrated key's output is that of older versions, byte for byte)
+    if cal is not None:
+        stats_["green_count"].update(
+            null="calibrated",
+            expected_green=float(np.sum(res.null_probabilities)),  # not the p_t: they would tell of G_t
+            calibration={
+                "digest": cal.digest,
+                "corpus": cal.corpus,
+                "corpus_fingerprint": cal.corpus_fingerprint,
+            },
+        )
     if green_seeding == "cell":
         prev = [int(c) for c in cells[: max(t_len - 1, 0)]]
         repeated = len(prev) - len(set(prev))  # positions t >= 2 whose previous cell an earlier one had
@@ -196,6 +211,9 @@ def _detect_one(
             "green sets seeded by the previous sentence's cell: the binomial p-value is exact only when no "
             f"previous cell repeats ({repeated} position(s) reuse one here, sharing its green set), otherwise "
             "approximate"
+            if cal is None
+            else "green sets seeded by the previous sentence's cell: calibrated p_t = q(G(c') | c') of the "
+            "previous cell c' (cells assumed Markov; the tail given the previous cells is an approximation)"
         )
     evidence = tuple(
         SentenceEvidence(position=t, text=sentences[t], cell=int(cells[t]), green=green[t])
@@ -203,7 +221,7 @@ def _detect_one(
     )
     return _verdict(
         p,
-        gam**t_len,
+        res.best,
         opts["alpha"],
         "green-count",
         name,
@@ -216,11 +234,36 @@ def _detect_one(
     )
 
 
+def calibration_of(key: Any, name: str, size: str, settings: Any, cell_fn: Any, n_cells: int) -> Any:
+    """The key's cell calibration of this cell map, or ``None``; one measured on other cells is refused."""
+    cal = key.cell_calibration(name, size, settings[size])
+    if cal is not None and (
+        cal.n_cells != n_cells or cal.cell_map_digest != cell_map_digest(cell_fn, key.dim)
+    ):
+        raise PMarkValueError(
+            f"the key's cell calibration of {name} {size} = {settings[size]} was measured on other cells (the "
+            "key's centroids changed?): calibrate the key again (pmark calibrate --scheme NAME)"
+        )
+    return cal
+
+
 def _record(result: Any) -> dict[str, Any]:
-    """The evaluation record: one green bit per sentence, null ``g/M`` per bit (C5)."""
+    """The evaluation record: one green bit per sentence, null ``g/M`` per bit (C5); a calibrated null has no one
+    null probability per bit (``null_p`` is ``None``)."""
     bits = [[int(bool(s.green))] for s in result.sentences]
     stats_ = result.statistics["green_count"]
-    return count_record(float(stats_["p_value"]), bits, float(stats_["gamma"]), 1)
+    null_p = None if stats_.get("null") == "calibrated" else float(stats_["gamma"])
+    return count_record(float(stats_["p_value"]), bits, null_p, 1)
+
+
+def _position0_law(init: Callable[[Setup], CellState], setup: Setup, texts: Any, probs: Any) -> np.ndarray:
+    """Exact law of the sentence kept at position 0 (green set of position 0, retries, fallback; C6, E3)."""
+    state = init(setup)
+    emb = setup.embed(texts)
+    valid = _green(setup.key, state, 0, setup.settings["green_seeding"])[np.asarray(state.cell_fn(emb))]
+    if state.clear_fn is not None:
+        valid = valid & np.asarray(state.clear_fn(emb), dtype=bool)
+    return retry_law(probs, valid, setup.n_candidates, setup.settings["max_trials"])
 
 
 def cell_scheme(
@@ -288,7 +331,9 @@ def cell_scheme(
         flat = [s for sentences in split for s in sentences]
         emb = embed_reporting(request.encoder, flat, request.key.dim, request.progress)
         bounds = np.concatenate([[0], np.cumsum([len(s) for s in split], dtype=np.int64)])
-        cells_of = cell_map(request.key, request.settings)
+        cell_fn, m = cell_map(request.key, request.settings)
+        cal = calibration_of(request.key, name, size.name, request.settings, cell_fn, m)
+        cells_of = (cell_fn, m, cal)
         return [
             _detect_one(request, cells_of, s, emb[lo:hi], name)
             for s, lo, hi in zip(split, bounds[:-1], bounds[1:], strict=True)
@@ -304,5 +349,9 @@ def cell_scheme(
         init=init,
         update=update,
         record=_record,
+        calibration=cell_calibration(
+            name, size.name, {o.name: o.default for o in (size, *SHARED_OPTIONS)}, check, cell_map
+        ),
         default_n=16,
+        law=functools.partial(_position0_law, init),
     )

@@ -21,12 +21,14 @@ from pmark_impl.sampling._context import embed
 from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
 from pmark_impl.schemes._results import count_record
 from pmark_theory._centring import centred_proxies, step_centre
+from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "CENTRING",
     "bits_and_centre",
     "count_record",
     "detect",
+    "fit_centring",
     "init",
     "proxies",
     "record",
@@ -34,8 +36,33 @@ __all__ = [
     "update",
 ]
 
+
+def fit_centring(
+    key: Any, encoder: Any, documents: Any, settings: Any, **options: Any
+) -> tuple[Any, dict[str, Any]]:
+    """``SchemeCalibration.fit_key`` of PMark: :func:`pmark_impl.keys._calibrate.calibrate_key` (K1; its options:
+    ``centring``, ``text_sentences``, ``held_out_fraction``, ``corpus``, ``embed_fn``, ``alphas``), with
+    ``report["held_out_fpr"]`` the hard test's held-out FPR before and after. ``settings`` are not used: the centre
+    serves every PMark setting."""
+    from pmark_impl.keys._calibrate import calibrate_key
+
+    known = ("centring", "text_sentences", "held_out_fraction", "corpus", "embed_fn", "alphas")
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise PMarkValueError(f"PMark's centring calibration takes no option {unknown[0]!r}")
+    new_key, report = calibrate_key(key, encoder, documents, **options)
+    report["held_out_fpr"] = {
+        "test": "hard",
+        "before": report["before"]["fpr"]["hard"],
+        "after": report["after"]["fpr"]["hard"],
+    }
+    return new_key, report
+
+
 #: PMark's per-key calibration: the proxy centre stored in a calibrated key (K1).
-CENTRING = SchemeCalibration("centring", "key", "pmark calibrate KEY --out CALIBRATED_KEY")
+CENTRING = SchemeCalibration(
+    "centring", "key", "pmark calibrate KEY --out CALIBRATED_KEY", fit_key=fit_centring
+)
 
 
 def init(setup: Setup) -> tuple[np.ndarray, ...]:

@@ -49,6 +49,10 @@ ARGS = (
     "--attack", "word-delete:rate=0.3,0.6,0.9",
     "--seed", "3",
     "--quiet",
+    # the paper's protocol: these thresholds were set for an uncalibrated key (the default calibrates it, K1:
+    # offline's unattacked TPR on the tiny LM with the bag-of-words encoder then falls from >= 13/16 to 10/16);
+    # the calibrated default is tested in test_cell_calibration.py
+    "--uncalibrated-key",
 )  # fmt: skip
 
 

@@ -63,7 +63,6 @@ def test_mode_is_an_alias_of_scheme(capsys, keyfile):
 @pytest.mark.parametrize(
     ("scheme", "needle"),
     [
-        ("semstamp", "scheme 'semstamp' declares no calibration"),
         ("simmark", "pmark calibrate-simmark"),
         ("magic", "scheme must be one of"),
     ],
