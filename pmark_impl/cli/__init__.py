@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     """
     from pmark_impl.cli import (
         attack,
+        audit,
         calibrate,
         calibrate_simmark,
         demo,
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_parser(sub)
     calibrate_simmark.add_parser(sub)
     evaluate.add_parser(sub)
+    audit.add_parser(sub)
     for name, (_module, _fn, help_text) in EXTERNAL_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser

@@ -18,6 +18,7 @@ from pmark_impl.detection._detect_tests import resolve_test
 from pmark_impl.sampling._context import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
+from pmark_impl.schemes._laws import argmax_law
 from pmark_theory._rules import RULES, offline_scores, select_from_mask
 
 __all__ = ["SCHEME", "offline_step"]
@@ -98,6 +99,16 @@ def _step(rng: jax.Array, setup: Setup, state: Any, draw: Draw) -> StepOutput:
     )
 
 
+def _law(setup: Setup, texts: Any, probs: Any) -> np.ndarray:
+    """The exact law of the sentence kept at position 0 under this key (X2 with the key's own ``r`` and pivots)."""
+    bits, centre = _pmark.bits_and_centre(setup, _pmark.init(setup), 0)
+    v = setup.key.pivots()[: setup.channels]
+    scores = np.asarray(
+        offline_scores(jnp.asarray(_pmark.proxies(v, setup.embed(texts), centre)), jnp.asarray(bits))
+    )
+    return argmax_law(probs, scores, setup.n_candidates)
+
+
 def _detect(request: DetectRequest) -> list[Any]:
     return _pmark.detect(request, online=False)
 
@@ -123,4 +134,5 @@ SCHEME = Scheme(
     default_n=64,
     channels=True,
     resolve_test=lambda key, test: resolve_test(key, "offline", test),
+    law=_law,
 )

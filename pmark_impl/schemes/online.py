@@ -97,4 +97,5 @@ SCHEME = Scheme(
     channels=True,
     resolve_test=lambda key, test: resolve_test(key, "online", test),
     detect_needs_lm=True,
+    claims=("distortion-free",),
 )

@@ -1,0 +1,154 @@
+"""The world an audit runs in: a language model, a sentence encoder, prompts, and the LM's own law.
+
+:func:`tiny_env` is the default: the tiny Llama of :mod:`pmark_impl.sampling._tiny` (float64, 282 first
+sentences after the default prompt, enumerable exactly in ~20 ms) and :class:`HashBagEncoder` (a bag of hashed
+words: sentences that share words are close, as with a real encoder). Because the LM's sentence law is known
+exactly (:meth:`AuditEnv.lm_law`), distortion is tested against it rather than against another sample.
+:func:`model_env` wraps a real model and encoder; its ``lm_law`` is ``None`` and the audit falls back to
+two-sample tests between watermarked and unwatermarked output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["DEFAULT_PROMPTS", "AuditEnv", "HashBagEncoder", "model_env", "tiny_env"]
+
+#: Prompts of the tiny world (words of its vocabulary; the first is the distortion prompt).
+DEFAULT_PROMPTS = ("the cat sat.", "the dog sat!", "a cat.", "the dog. a cat.")
+
+
+class HashBagEncoder:
+    """Bag of words: word ``w`` maps to a Gaussian vector seeded by ``SHA-256(w)``; the sum is normalised.
+
+    Deterministic, no download, no global RNG. An empty text maps to the vector of the token ``<empty>``.
+
+    Attributes:
+      dim: the embedding dimension.
+      name: ``"hash-bag-<dim>"`` (what a key records as its encoder).
+    """
+
+    def __init__(self, dim: int = 32) -> None:
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 2:
+            raise ValueError(f"dim must be an int >= 2, got {dim!r}")
+        self.dim = dim
+        self.name = f"hash-bag-{dim}"
+        self._words: dict[str, np.ndarray] = {}
+
+    def _vec(self, word: str) -> np.ndarray:
+        if word not in self._words:
+            seed = int.from_bytes(hashlib.sha256(word.encode("utf-8")).digest()[:8], "big")
+            self._words[word] = np.random.default_rng(seed).standard_normal(self.dim)
+        return self._words[word]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """``[n, dim]`` float64 unit rows."""
+        out = np.zeros((len(texts), self.dim))
+        for i, text in enumerate(texts):
+            words = [w.strip(".!?,;:") for w in str(text).lower().split()]
+            for w in words or ["<empty>"]:
+                out[i] += self._vec(w or "<empty>")
+            norm = np.linalg.norm(out[i])
+            out[i] = (
+                out[i] / norm if norm > 0 else self._vec("<empty>") / np.linalg.norm(self._vec("<empty>"))
+            )
+        return out
+
+
+class AuditEnv(NamedTuple):
+    """What the audit hands a target's factory, and what it compares against.
+
+    Attributes:
+      name: the LM's name (``"tiny-lm"`` or a model id).
+      sampler: the sentence sampler: ``sample(context, n, generator) -> [Candidate]`` (``.text``).
+      encoder: the sentence encoder: ``encode(texts) -> [n, dim]``, ``.dim``, ``.name``.
+      prompts: the prompts the audit generates from (the first is the distortion prompt).
+      model: the causal LM (``None`` when the sampler is not a transformers model).
+      tokenizer: its tokenizer.
+      law: ``prompt -> (texts, probs)``: the exact law of the LM's next sentence, or ``None`` (unknown).
+    """
+
+    name: str
+    sampler: Any
+    encoder: Any
+    prompts: tuple[str, ...]
+    model: Any = None
+    tokenizer: Any = None
+    law: Callable[[str], tuple[list[str], np.ndarray]] | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether the LM's sentence law is known exactly (distortion is then tested against it)."""
+        return self.law is not None
+
+    def lm_sentences(self, prompt: str, seed: int, sentences: int) -> list[str]:
+        """An unwatermarked LM text of ``sentences`` sentences after ``prompt`` (one candidate per position).
+
+        Each position has its own ``torch.Generator`` seeded from ``(seed, position)``: the same arguments give
+        the same text in any process.
+        """
+        from pmark_impl.sampling._context import context_for, sampler_device, torch_generator
+
+        kept: list[str] = []
+        device = sampler_device(self.sampler)
+        for t in range(sentences):
+            gen = torch_generator(_seed("lm-text", seed, t), device)
+            cand = self.sampler.sample(context_for(prompt, kept), 1, gen)[0]
+            kept.append(" ".join(str(cand.text).split()))
+        return kept
+
+    def lm_text(self, prompt: str, seed: int, sentences: int) -> str:
+        """:meth:`lm_sentences` joined with single spaces."""
+        return " ".join(self.lm_sentences(prompt, seed, sentences))
+
+
+def _seed(*parts: Any) -> int:
+    """A 63-bit seed from its parts (stable across processes and platforms)."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def tiny_env(seed: int = 0, *, dim: int = 32, prompts: Sequence[str] = DEFAULT_PROMPTS) -> AuditEnv:
+    """The default audit world: the tiny LM (exact law) and a :class:`HashBagEncoder`.
+
+    The LM is :func:`pmark_impl.sampling._tiny.make_tiny_lm` with ``logit_scale = 1``, ``end_bias = 0.5``,
+    ``eos_bias = -inf`` (a text never ends before its last sentence) and a cap of 5 tokens per sentence: 282
+    possible first sentences after ``"the cat sat."`` (largest probability 0.31), enumerated exactly.
+
+    Args:
+      seed: seeds the LM's random weights.
+      dim: the encoder's dimension.
+      prompts: the prompts (words of the tiny vocabulary).
+    """
+    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
+
+    model, tokenizer = make_tiny_lm(seed, logit_scale=1.0, end_bias=0.5, eos_bias=-math.inf)
+    config = SamplingConfig(max_sentence_tokens=5)
+    sampler = LMSentenceSampler(model, tokenizer, config)
+    cache: dict[str, tuple[list[str], np.ndarray]] = {}
+
+    def law(prompt: str) -> tuple[list[str], np.ndarray]:
+        if prompt not in cache:
+            texts, probs = enumerate_sentences(model, tokenizer, prompt, config)
+            merged: dict[str, float] = {}
+            for text, p in zip(texts, probs, strict=True):  # the generator's normal form of a sentence
+                norm = " ".join(text.split())
+                merged[norm] = merged.get(norm, 0.0) + float(p)
+            keys = sorted(merged)
+            cache[prompt] = (keys, np.array([merged[k] for k in keys]))
+        return cache[prompt]
+
+    return AuditEnv("tiny-lm", sampler, HashBagEncoder(dim), tuple(prompts), model, tokenizer, law)
+
+
+def model_env(sampler: Any, encoder: Any, name: str, prompts: Sequence[str]) -> AuditEnv:
+    """A world on a real LM: no exact law (distortion by two-sample tests)."""
+    model = getattr(sampler, "model", None)
+    tokenizer = getattr(sampler, "tokenizer", None)
+    return AuditEnv(name, sampler, encoder, tuple(prompts), model, tokenizer, None)

@@ -1,0 +1,168 @@
+"""``pmark audit TARGET --out DIR``: hold a watermark implementation to the guarantees (issue 27, docs/audit.md).
+
+Exit status: 0 when every guarantee the target claims holds, 1 when one is violated, 2 on bad input (one line,
+before any model loads: the target is loaded and checked first, the output folder probed). The folder is a
+``pmark audit report`` the toolkit owns (marker and manifest): a non-empty folder it did not write is refused,
+``--force`` replaces only the files of an earlier audit, and a run interrupted midway resumes from the parts it
+finished (same target, world and configuration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from pmark_impl.cli.files import CLIError
+from pmark_impl.cli.options import float_type, int_type
+
+__all__ = ["REPORT_KIND", "add_parser", "cmd_audit"]
+
+#: The ownership kind of an audit folder (:mod:`pmark_theory._owned`).
+REPORT_KIND = "pmark audit report"
+_LOCK = ".lock"
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``audit`` subcommand to ``sub``."""
+    p = sub.add_parser(
+        "audit",
+        help="audit a watermark (a scheme or your module:factory): distortion, per-key FPR, power, key leakage",
+    )
+    p.add_argument(
+        "target",
+        metavar="TARGET",
+        help="a scheme name (pmark schemes), or module:attribute of a factory registered with @plugin('audit_target')",
+    )
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the report folder")
+    p.add_argument(
+        "--quick", action="store_true", help="small samples (about 30 s per target on the tiny LM)"
+    )
+    p.add_argument("--keys", type=int_type(2), default=None, metavar="K", help="keys of the null part")
+    p.add_argument(
+        "--texts", type=int_type(2), default=None, metavar="N", help="null texts per half and source"
+    )
+    p.add_argument("--sentences", type=int_type(1), default=None, metavar="T", help="sentences per text")
+    p.add_argument("--samples", type=int_type(10), default=None, metavar="S", help="distortion samples")
+    p.add_argument("--alpha", type=float_type(0.0, 1.0), default=None, help="detection level (default 0.05)")
+    p.add_argument("--seed", type=int_type(0), default=0, help="the audit's seed")
+    p.add_argument(
+        "--corpus", default=None, metavar="FILE", help="human corpus (.jsonl or text) for the null part"
+    )
+    p.add_argument(
+        "--timeout", type=float_type(0.0, 86400.0), default=60.0, metavar="S", help="seconds per call"
+    )
+    p.add_argument(
+        "--calibrated", action="store_true", help="scheme targets: calibrate every key (pmark calibrate)"
+    )
+    p.add_argument("--n", type=int_type(1), default=None, metavar="N", help="scheme targets: candidates N")
+    p.add_argument(
+        "--set", action="append", default=None, metavar="NAME=VALUE", help="scheme targets: a scheme setting"
+    )
+    p.add_argument("--force", action="store_true", help="replace a complete audit report in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    p.set_defaults(func=cmd_audit)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from pmark_impl.audit import QUICK, AuditConfig
+
+    base = QUICK if args.quick else AuditConfig()
+    fields = {
+        "keys": args.keys,
+        "texts": args.texts,
+        "sentences": args.sentences,
+        "distortion_samples": args.samples,
+        "alpha": args.alpha,
+    }
+    return base._replace(seed=args.seed, **{k: v for k, v in fields.items() if v is not None})
+
+
+def _complete(out: Path) -> bool:
+    from pmark_theory._json import loads_strict
+
+    try:
+        doc = loads_strict((out / "results.json").read_bytes(), "results.json")
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "passed" in doc
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Run the audit; see the module docstring for the exit status."""
+    from pmark_impl.audit import TargetError, audit, load_target, tiny_env
+    from pmark_impl.audit._config import check_config
+    from pmark_impl.audit._report import write_audit
+    from pmark_impl.cli.scheme_options import parse_set
+    from pmark_theory._lock import OutputInUseError, OutputLock
+    from pmark_theory._owned import FolderError, claim_folder, probe_folder
+
+    config = check_config(_config(args))
+    if not args.timeout > 0:
+        raise CLIError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
+    out: Path = args.out
+    try:
+        probe_folder(out, REPORT_KIND, ignore=(_LOCK,), what="--out")
+    except FolderError as exc:
+        raise CLIError(str(exc)) from None
+    if _complete(out) and not args.force:
+        raise CLIError(
+            f"a complete audit report already exists in {out}; pass --force to replace it or choose another --out"
+        )
+    documents = None
+    if args.corpus is not None:
+        from pmark_impl._corpus import read_corpus
+
+        documents = read_corpus(args.corpus, min_sentences=config.sentences)
+    options: dict[str, Any] = {}
+    if args.calibrated:
+        options["calibrated"] = True
+    if args.n is not None:
+        options["n_candidates"] = args.n
+    if args.set:
+        options["settings"] = parse_set(args.set)
+    env = tiny_env()
+    try:
+        target = load_target(args.target, env, timeout=args.timeout, **options)
+    except TypeError as exc:
+        raise CLIError(f"audit target {args.target}: {exc}") from None
+    lock = OutputLock(out)
+    try:
+        lock.acquire()
+    except OutputInUseError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        folder = claim_folder(out, REPORT_KIND, tool="pmark audit", ignore=(_LOCK,), what="--out")
+        if args.force and _complete(out):
+            folder.clear()
+        folder.remove_debris()
+        progress = None if args.no_progress else _progress()
+        try:
+            report = audit(target, env, config, documents=documents, folder=folder, progress=progress)
+        except TargetError:
+            raise
+        finally:
+            if progress is not None:
+                sys.stderr.write("\n")
+        write_audit(folder, report)
+    finally:
+        lock.release()
+    print(
+        f"audit of {report.target}: {'PASSED' if report.passed else 'FAILED'} — report: {out / 'report.md'}"
+    )
+    for v in report.verdicts:
+        flag = "VIOLATED" if v["claimed"] and v["status"] == "violated" else v["status"]
+        print(f"  [{flag:>8}] {v['guarantee']}{' (claimed)' if v['claimed'] else ''}: {v['detail']}")
+    return 0 if report.passed else 1
+
+
+def _progress() -> Any:
+    done: dict[str, int] = {}
+
+    def tick(part: str, k: int) -> None:
+        done[part] = done.get(part, 0) + k
+        sys.stderr.write(f"\rpmark audit: {part} {done[part]}   ")
+        sys.stderr.flush()
+
+    return tick
