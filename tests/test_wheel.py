@@ -114,3 +114,14 @@ def test_wheel_contents_and_a_check_from_the_installed_wheel(tmp_path):
     results = json.loads((work / "rep" / "results.json").read_text())
     assert "C7" in json.dumps(results) and "X1" in json.dumps(results)
     assert (work / "rep" / "report.md").is_file()
+
+    # the audit's copy-me test file, alone in an empty folder, against the installed wheel only (issue 27)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    shutil.copy(ROOT / "examples" / "test_audit_copy_me.py", mine / "test_audit_copy_me.py")
+    run = _run(
+        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(mine), str(mine)],
+        cwd=mine,
+        env=env,
+    )
+    assert "2 passed" in run.stdout

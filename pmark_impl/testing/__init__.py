@@ -9,7 +9,8 @@ Everything here runs offline, on the CPU, with no model download:
 * :class:`FakeSampler` (iid draws from a finite law with the sampler's signature) and :class:`HashBagEncoder`;
 * :func:`human_documents` — a human-text corpus: the built-in one (docstrings of the Python standard library) or
   your file (``.jsonl`` or plain text);
-* :func:`audit` and :func:`assert_audit_passes` — run the audit (:mod:`pmark_impl.audit`) on a target.
+* :func:`audit` and :func:`assert_audit_passes` — run the audit (:mod:`pmark_impl.audit`) on a target;
+* :func:`plugin` — register your factory: ``@plugin("audit_target")`` (only registered factories are called).
 
 Example (a file that works outside this repository; see ``docs/audit.md``)::
 
@@ -40,6 +41,7 @@ from pmark_impl.audit import (
     scheme_target,
     tiny_env,
 )
+from pmark_theory._plugins import plugin
 
 __all__ = [
     "CLAIMS",
@@ -58,6 +60,7 @@ __all__ = [
     "human_documents",
     "load_target",
     "make_tiny_lm",
+    "plugin",
     "scheme_target",
     "tiny_env",
 ]
