@@ -43,7 +43,16 @@ import numpy as np
 
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["CLAIMS", "DEFAULT_CLAIMS", "DEFAULT_TIMEOUT", "OUTPUTS", "Target", "TargetError", "load_target"]
+__all__ = [
+    "CLAIMS",
+    "DEFAULT_CLAIMS",
+    "DEFAULT_TIMEOUT",
+    "OUTPUTS",
+    "Target",
+    "TargetError",
+    "load_target",
+    "resolve_target",
+]
 
 #: Guarantees a target can claim (see docs/audit.md): the audit fails (exit 1) when a claimed one is violated.
 CLAIMS = ("distortion-free", "exact-law", "fpr", "fpr-per-key", "reproducible")
@@ -230,8 +239,8 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
       TargetError: nothing registered under ``spec``, or the object breaks the protocol (one line).
     """
     from pmark_impl.audit._scheme_target import scheme_target
-    from pmark_impl.schemes import Scheme, get_scheme
-    from pmark_theory._plugins import PluginError, is_plugin, load_plugin, plugin_entry_points
+    from pmark_impl.schemes import Scheme
+    from pmark_theory._plugins import is_plugin
 
     if isinstance(spec, Target):
         return spec
@@ -246,24 +255,38 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
         getattr(spec, "generate", None)
     ):  # a target object, passed in Python
         return Target(spec, type(spec).__name__, timeout)
+    kind, obj = resolve_target(spec)
+    if kind == "scheme":
+        return Target(scheme_target(obj, env, **scheme_options), obj.name, timeout)
+    return _from_factory(obj, spec, env, timeout, scheme_options)
+
+
+def resolve_target(spec: Any) -> tuple[str, Any]:
+    """``("scheme", Scheme)`` or ``("factory", factory)`` named by the string ``spec``; nothing is called.
+
+    ``pmark audit`` calls it before it builds any model, so that a target that does not exist or is not registered
+    is refused first (one line).
+
+    Raises:
+      TargetError: an empty or non-string spec, an unregistered or missing plug-in, an unknown scheme.
+    """
+    from pmark_impl.schemes import get_scheme
+    from pmark_theory._plugins import PluginError, load_plugin, plugin_entry_points
+
     if not isinstance(spec, str) or not spec:
         raise TargetError(f"audit target must be a scheme name or module:attribute, got {_short(spec)}")
-    is_target = ":" in spec or spec in plugin_entry_points("audit_target")
-    if is_target:
+    if ":" in spec or spec in plugin_entry_points("audit_target"):
         try:
-            factory = load_plugin(spec, "audit_target")
+            return "factory", load_plugin(spec, "audit_target")
         except PluginError as exc:
             try:  # a scheme plug-in named module:attribute is a target too
-                scheme = get_scheme(spec)
+                return "scheme", get_scheme(spec)
             except PMarkValueError:
                 raise TargetError(str(exc)) from None
-            return Target(scheme_target(scheme, env, **scheme_options), scheme.name, timeout)
-        return _from_factory(factory, spec, env, timeout, scheme_options)
     try:
-        scheme = get_scheme(spec)
+        return "scheme", get_scheme(spec)
     except PMarkValueError as exc:
         raise TargetError(f"audit target {spec!r}: {exc}") from None
-    return Target(scheme_target(scheme, env, **scheme_options), scheme.name, timeout)
 
 
 def _from_factory(

@@ -94,11 +94,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from pmark_impl.audit import TargetError, audit, load_target, tiny_env
     from pmark_impl.audit._config import check_config
     from pmark_impl.audit._report import write_audit
+    from pmark_impl.audit._target import resolve_target
     from pmark_impl.cli.scheme_options import parse_set
     from pmark_theory._lock import OutputInUseError, OutputLock
     from pmark_theory._owned import FolderError, claim_folder, probe_folder
 
     config = check_config(_config(args))
+    resolve_target(args.target)  # a missing or unregistered target is refused before any model is built
     if not args.timeout > 0:
         raise CLIError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
     out: Path = args.out

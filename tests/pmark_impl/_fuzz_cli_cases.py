@@ -369,6 +369,35 @@ def demo_cases(draw: Any, assets: Assets) -> CliCase:
     return c.build()
 
 
+@st.composite
+def audit_cases(draw: Any, assets: Assets) -> CliCase:
+    """``pmark audit``: targets that do not exist or are not registered, and bad sizes — all refused with one line
+    before any model is built or anything is written (a valid audit takes seconds: ``tests/audit`` runs those)."""
+    target = draw(
+        st.sampled_from(
+            (
+                "os:path",
+                "no_such_module_xyz:make_target",
+                "pmark_impl.schemes.online:online_step",
+                "not a spec",
+                "no-such-scheme",
+                "",
+                "x" * 400,
+            )
+        )
+    )
+    c = Case(draw, "audit", 6)
+    c.argv += [target, "--out", "audit-out"]
+    c.opt("--keys", (None, "2"), ("1", "x"))
+    c.opt("--sentences", (None, "2"), ("0",))
+    c.opt("--alpha", (None, "0.05"), ("0", "1.5", "nan"))
+    c.opt("--timeout", (None, "5"), ("0", "-1"))
+    c.opt("--seed", (None, "0"), ("-1",))
+    c.flag("--quick")
+    c.refuse.append("a target that does not exist or is not registered")
+    return c.build()
+
+
 #: The strategies of this module, by subcommand (the report-writing ones are in :mod:`_fuzz_cli_reports`).
 CLI_STRATEGIES = {
     "keygen": keygen_cases,
@@ -378,6 +407,7 @@ CLI_STRATEGIES = {
     "attacks": attacks_cases,
     "attack": attack_cases,
     "schemes": schemes_cases,
+    "audit": audit_cases,
 }
 
 __all__ = ["CLI_STRATEGIES"]

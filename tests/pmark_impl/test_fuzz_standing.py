@@ -55,6 +55,7 @@ CLI_EXAMPLES = {
     "evaluate": 20,
     "check": 12,
     "validate-proxy": 10,
+    "audit": 10,
 }
 API_EXAMPLES = 260
 MIN_CASES = 600
