@@ -12,9 +12,10 @@ counted over the LM's finite support and tested
 * the n-shot law under ONE key (C17): ``distortion_samples`` draws under key 0, against ``P_M`` (reported: a keyed
   scheme is not expected to be distortion-free under a fixed key).
 
-Without an exact law (a real LM): a two-sample test between watermarked and unwatermarked first sentences from
-the same prompts — the energy distance of their embeddings with a permutation p-value, and Mann–Whitney on the
-word count — with the test's power stated as its smallest detectable shift (see docs/audit.md).
+Without an exact law (a real LM): two-sample tests between watermarked and unwatermarked first sentences from
+the same prompts — the energy distance of their embeddings (permutation p-value), Mann–Whitney on the word count
+and on the per-word surprisal under the LM (when the sampler has ``sentence_logprob``), and a chi-square of
+homogeneity over repeated texts — Bonferroni-combined, with the power measured on the tiny LM stated beside it.
 """
 
 from __future__ import annotations
@@ -127,15 +128,55 @@ def _two_sample(target: Any, env: Any, config: AuditConfig, progress: Any) -> di
         _energy(dist, p[:n], p[n:]) >= observed for p in (rng.permutation(2 * n) for _ in range(perms))
     )
     p_energy = (1 + exceed) / (perms + 1)
-    lengths = stats.mannwhitneyu([len(s.split()) for s in marked], [len(s.split()) for s in plain])
+    tests = {
+        "energy": {"statistic": observed, "p_value": p_energy, "permutations": perms},
+        "length": {"p_value": float(stats.mannwhitneyu(_words(marked), _words(plain)).pvalue)},
+        "repeats": _repeats(marked, plain),
+    }
+    logprob = getattr(env.sampler, "sentence_logprob", None)
+    if callable(
+        logprob
+    ):  # surprisal per word under the LM's own sampling law (a lower bound for BPE, both groups)
+        prompts = [env.prompts[i % len(env.prompts)] for i in range(n)]
+        sx = [-logprob(p, s) / max(1, len(s.split())) for p, s in zip(prompts, marked, strict=True)]
+        sy = [-logprob(p, s) / max(1, len(s.split())) for p, s in zip(prompts, plain, strict=True)]
+        tests["surprisal"] = {
+            "p_value": float(stats.mannwhitneyu(sx, sy).pvalue),
+            "mean": [float(np.mean(sx)), float(np.mean(sy))],
+        }
+    level = DECISION_LEVEL / len(tests)  # Bonferroni over the tests
     return {
         "mode": "two-sample",
         "samples": n,
-        "energy": {"statistic": observed, "p_value": p_energy, "permutations": perms},
-        "length": {"p_value": float(lengths.pvalue)},
-        "violated": bool(min(p_energy, float(lengths.pvalue)) < DECISION_LEVEL / 2),
+        **tests,
+        "tests": sorted(tests),
+        "violated": any(t["p_value"] < level for t in tests.values()),
         "power_note": (
-            f"a permutation energy test on {n} + {n} sentences; its power is measured on the tiny LM in "
-            "docs/audit.md (no exact law here)"
+            f"{n} + {n} sentences, Bonferroni over {len(tests)} tests. Power measured on the tiny LM with its law "
+            "withheld (docs/audit.md): at 100 + 100 offline PMark (TV 0.29) is detected (surprisal p = 3e-5) and "
+            "SemStamp (TV 0.21) is not; at 400 + 400 both are (p <= 2e-6); online PMark never is"
         ),
     }
+
+
+def _words(texts: list[str]) -> list[int]:
+    return [len(t.split()) for t in texts]
+
+
+def _repeats(marked: list[str], plain: list[str], min_count: int = 10) -> dict[str, Any]:
+    """Chi-square homogeneity of the two groups over texts seen >= ``min_count`` times in all (the rest pooled):
+    powerful when a prompt's sentences repeat (low entropy), p = 1 when every text is unique."""
+    from collections import Counter
+
+    both = Counter(marked) + Counter(plain)
+    common = sorted(t for t, c in both.items() if c >= min_count)
+    cm, cp = Counter(marked), Counter(plain)
+    rows = [[cm[t] for t in common], [cp[t] for t in common]]
+    rest = [len(marked) - sum(rows[0]), len(plain) - sum(rows[1])]
+    if rest[0] + rest[1] > 0:
+        rows[0].append(rest[0])
+        rows[1].append(rest[1])
+    table = np.array(rows)
+    if table.shape[1] < 2:
+        return {"p_value": 1.0, "cells": int(table.shape[1])}
+    return {"p_value": float(stats.chi2_contingency(table)[1]), "cells": int(table.shape[1])}

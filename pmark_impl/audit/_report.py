@@ -120,7 +120,8 @@ def _figures(report: AuditReport) -> dict[str, bytes]:
         ax.set_ylabel("probability")
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, f"two-sample test: energy p = {dist['energy']['p_value']:.3g}", ha="center")
+        shown = ", ".join(f"{name} p = {dist[name]['p_value']:.3g}" for name in dist["tests"])
+        ax.text(0.5, 0.5, f"two-sample tests: {shown}", ha="center", wrap=True)
     ax.set_title("First sentence: watermarked vs the LM's law")
     save("distortion", fig)
 

@@ -147,9 +147,19 @@ def verdicts(parts: dict[str, Any], claims: Sequence[str]) -> list[dict[str, Any
                 "distortion-free",
                 claims,
                 dist["violated"],
-                f"energy p = {dist['energy']['p_value']:.3g}, length p = {dist['length']['p_value']:.3g}",
+                ", ".join(f"{name} p = {dist[name]['p_value']:.3g}" for name in dist["tests"]),
             )
         )
+        if "exact-law" in claims:
+            rows.append(
+                {
+                    "guarantee": "first-sentence law = the target's declared law",
+                    "claim": "exact-law",
+                    "claimed": True,
+                    "status": "untested",
+                    "detail": "the LM's sentence law is not known exactly (a real LM): run the audit on the tiny LM",
+                }
+            )
     null = parts["null"]
     for source, res in null["sources"].items():
         lo, hi = res["mean_interval_99"]

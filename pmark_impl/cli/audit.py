@@ -51,6 +51,16 @@ def add_parser(sub: Any) -> None:
         "--corpus", default=None, metavar="FILE", help="human corpus (.jsonl or text) for the null part"
     )
     p.add_argument(
+        "--lm",
+        default=None,
+        metavar="MODEL",
+        help="audit on a real LM (a Hugging Face id, or 'default' for the offline default model) instead of the tiny "
+        "LM: no exact law, distortion by two-sample tests (slow on a CPU)",
+    )
+    p.add_argument(
+        "--encoder", default=None, metavar="NAME", help="with --lm: the sentence encoder (default: MiniLM)"
+    )
+    p.add_argument(
         "--timeout", type=float_type(0.0, 86400.0), default=60.0, metavar="S", help="seconds per call"
     )
     p.add_argument(
@@ -79,6 +89,23 @@ def _config(args: argparse.Namespace) -> Any:
     return base._replace(seed=args.seed, **{k: v for k, v in fields.items() if v is not None})
 
 
+def _env(args: argparse.Namespace) -> Any:
+    """The tiny LM's world, or a real LM's (``--lm``; prompts: the first 8 of the built-in evaluation set)."""
+    from pmark_impl.audit import model_env, tiny_env
+    from pmark_impl.cli import models
+
+    if args.lm is None:
+        if args.encoder is not None:
+            raise CLIError("--encoder needs --lm (the tiny LM's world uses its hash-bag encoder)")
+        return tiny_env()
+    from pmark_impl.evaluate._prompts import builtin_prompts
+
+    prompts = [d.prompt for d in builtin_prompts()][:8]
+    sampler = models.load_sampler(None if args.lm == "default" else args.lm, None, None)
+    encoder = models.load_encoder(args.encoder)
+    return model_env(sampler, encoder, args.lm, prompts)
+
+
 def _complete(out: Path) -> bool:
     from pmark_theory._json import loads_strict
 
@@ -91,7 +118,7 @@ def _complete(out: Path) -> bool:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; see the module docstring for the exit status."""
-    from pmark_impl.audit import TargetError, audit, load_target, tiny_env
+    from pmark_impl.audit import audit, load_target
     from pmark_impl.audit._config import check_config
     from pmark_impl.audit._report import write_audit
     from pmark_impl.audit._target import resolve_target
@@ -124,7 +151,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         options["n_candidates"] = args.n
     if args.set:
         options["settings"] = parse_set(args.set)
-    env = tiny_env()
+    env = _env(args)
     try:
         target = load_target(args.target, env, timeout=args.timeout, **options)
     except TypeError as exc:
@@ -142,8 +169,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         progress = None if args.no_progress else _progress()
         try:
             report = audit(target, env, config, documents=documents, folder=folder, progress=progress)
-        except TargetError:
-            raise
         finally:
             if progress is not None:
                 sys.stderr.write("\n")

@@ -23,14 +23,14 @@ class Fixed:
         if self.raise_in == "generate":
             raise RuntimeError("boom in generate")
         if self.sleep_in == "generate":
-            time.sleep(30)
+            time.sleep(3)
         return " ".join([SENTENCE] * sentences)
 
     def detect(self, text, key):
         if self.raise_in == "detect":
             raise ZeroDivisionError("boom in detect")
         if self.sleep_in == "detect":
-            time.sleep(30)
+            time.sleep(3)
         return self.value
 
 

@@ -135,3 +135,26 @@ def test_same_seed_same_report(tmp_path):
     a = audit(f"{T}:fixed", env, config).to_dict()
     b = audit(f"{T}:fixed", env, config).to_dict()
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_a_real_lm_audit_uses_two_sample_tests(capsys, tmp_path, monkeypatch):
+    """``--lm``: the model loaders are called after the target is resolved; no exact law, so distortion is tested
+    by two-sample tests and a claimed exact law is reported as untested (not passed)."""
+    from tests.pmark_impl._impl_fakes import install_fake_models, universe
+
+    calls = install_fake_models(monkeypatch, universe(12), dim=16)
+    rc, _, err = _main(
+        capsys, "no_such_module_xyz:t", "--lm", "some/model", "--out", str(tmp_path / "r"), *SMALL
+    )
+    assert rc == 2 and calls == {"encoder": [], "sampler": []}
+    rc, _, err = _main(capsys, f"{T}:fixed", "--encoder", "x", "--out", str(tmp_path / "r"), *SMALL)
+    assert rc == 2 and "--encoder needs --lm" in err
+    rep = tmp_path / "real"
+    rc, _, err = _main(capsys, "offline", "--lm", "some/model", "--n", "8", "--out", str(rep), *SMALL)
+    assert rc == 0, err
+    assert calls["sampler"] == ["some/model"]
+    doc = json.loads((rep / "results.json").read_text())
+    dist = doc["parts"]["distortion"]
+    assert dist["mode"] == "two-sample" and set(dist["tests"]) == {"energy", "length", "repeats"}
+    untested = [v for v in doc["verdicts"] if v["claim"] == "exact-law"]
+    assert untested and untested[0]["status"] == "untested"
