@@ -1,9 +1,9 @@
 """The built-in schemes pass what they claim and fail what they do not; the audit's tests fail on mutated code.
 
-Sizes: 400 first sentences per distortion test on the tiny LM (282 outcomes, pooled to cells of >= 5 expected).
+Sizes: 300 first sentences per distortion test on the tiny LM (282 outcomes, pooled to cells of >= 5 expected).
 Online PMark is exactly distortion-free over keys (C10), so its chi-square p-value is uniform: at the decision
 level 0.01 and a fixed seed the verdict is deterministic. Offline PMark follows its exact X2 law (TV about 0.29
-from P_M on this world), which 400 samples reject against P_M at p < 1e-10 while its own law is not rejected.
+from P_M on this world), which 300 samples reject against P_M at p < 1e-10 while its own law is not rejected.
 Negative controls run the same audit on mutated code: online PMark's claim with offline's selection rule (it is
 not distortion-free), and offline's law computed for N/4 candidates (a wrong exact law).
 """
@@ -18,7 +18,7 @@ from pmark_impl.schemes import get_scheme
 from pmark_impl.schemes._laws import argmax_law
 
 DIST = AuditConfig(
-    keys=2, texts=4, sentences=2, distortion_samples=400, power_keys=1, power_texts=2, leakage_queries=(16,)
+    keys=2, texts=4, sentences=2, distortion_samples=300, power_keys=1, power_texts=2, leakage_queries=(16,)
 )
 
 
