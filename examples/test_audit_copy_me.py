@@ -6,7 +6,7 @@ known exactly) and checks what your target claims. Run ``pytest test_audit_copy_
 
 The example is deliberately simple: the text is the LM's own (so it is distortion-free) and the detector's p-value
 is a keyed hash of the text (uniform under any key, so its false-positive rate is alpha) — a watermark with no
-power, which the report says (TPR ~ alpha). The second test shows the audit catching a detector that halves its
+power, which the report says (TPR ~ alpha). The second test shows the audit catching a detector that shrinks its
 p-values.
 """
 
@@ -18,7 +18,7 @@ from pmark_impl.testing import AuditConfig, audit, plugin
 
 #: Small sizes for a unit test (~10 s); use pmark_impl.testing.QUICK or AuditConfig() for a real audit.
 CONFIG = AuditConfig(
-    keys=4, texts=30, sentences=3, distortion_samples=300, power_keys=1, power_texts=4, leakage_queries=(32,)
+    keys=4, texts=60, sentences=3, distortion_samples=300, power_keys=1, power_texts=4, leakage_queries=(32,)
 )
 
 
@@ -49,7 +49,7 @@ def make_target(env):
 
 @plugin("audit_target")
 def make_broken_target(env):
-    return HashWatermark(env, scale=0.5)
+    return HashWatermark(env, scale=0.3)
 
 
 def test_my_watermark_keeps_its_claims():

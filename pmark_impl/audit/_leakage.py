@@ -64,7 +64,7 @@ def run_leakage(
         if progress and len(answers) % 64 == 0:
             progress(64)
     y, y_other = np.array(answers), np.array(other_answers)
-    directions = target.key_directions(key)
+    directions = target.key_directions(key, int(emb.shape[1]))
     curve = []
     for n in config.leakage_queries:
         n = min(n, len(queries))

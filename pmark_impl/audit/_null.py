@@ -7,12 +7,17 @@ test half. ``keys`` keys are drawn; a target whose ``keygen`` takes ``calibratio
 * **p-value detectors:** per key, the FPR at ``alpha`` on the test half (Clopper–Pearson). Over keys: the mean of
   the per-key FPRs with a key-bootstrap interval (keys are iid; texts under one key are not independent of each
   other through the key), and a one-sided Kolmogorov–Smirnov test of the pooled p-values against uniform.
-  Verdicts: ``"fpr"`` is violated when the 99 % key-bootstrap interval lies above ``alpha``; ``"fpr-per-key"``
-  when some key's exact one-sided binomial test of ``FPR <= alpha`` rejects at ``0.01 / keys`` (Bonferroni).
+  Verdicts (Bonferroni over the ``S`` sources): ``"fpr"`` is violated when the lower end of the two-sided
+  ``1 - 0.02 / S`` two-way bootstrap interval (keys and test texts resampled together: the texts are shared by
+  every key, and a text-driven detector varies with them, not with the key) lies above ``alpha``;
+  ``"fpr-per-key"`` when some key's exact one-sided binomial test of ``FPR <= alpha`` rejects at
+  ``0.01 / (S keys)``.
   The equal-rate test (chi-square of homogeneity across keys) says whether the FPR depends on the key.
-* **score detectors:** per key the threshold is the empirical ``1 - alpha`` quantile of the scores on the
-  calibration half; its in-sample FPR (on that half, ``<= alpha`` by construction) is shown beside its FPR on the
-  test half: the difference is the optimism of an in-sample threshold. Verdicts as above, on the test half.
+* **score detectors:** per key the threshold is the conformal ``1 - alpha`` quantile of the scores on the
+  calibration half (:func:`score_threshold`: held-out FPR ``<= alpha`` for exchangeable texts); verdicts as above,
+  on the test half. Beside it, the rule of the reference implementations — the in-sample quantile
+  (:func:`naive_threshold`) — with its in-sample FPR (``<= alpha`` by construction) and its held-out FPR: the
+  difference is the optimism of a threshold picked on the texts it is reported on.
 * a calibrating p-value detector is also measured on its own calibration half (in-sample) for the same reason.
 """
 
@@ -25,7 +30,7 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl.audit._config import AuditConfig, derive_seed
-from pmark_impl.audit._stats import DECISION_LEVEL, clopper_pearson, key_bootstrap
+from pmark_impl.audit._stats import DECISION_LEVEL, clopper_pearson, two_way_bootstrap
 
 __all__ = ["null_texts", "run_null", "score_threshold"]
 
@@ -58,13 +63,23 @@ def null_texts(
 
 
 def score_threshold(scores: np.ndarray, alpha: float) -> float:
-    """The smallest threshold ``tau`` among the scores with ``#{score > tau} <= alpha * n`` (flag: ``score > tau``)."""
+    """The conformal threshold: flag ``score > tau`` with ``tau`` the ``n + 1 - floor(alpha (n + 1))``-th smallest
+    calibration score, so that a new exchangeable null score exceeds it with probability ``<= alpha`` (ties only
+    lower it); ``inf`` (flag nothing) when ``floor(alpha (n + 1)) == 0``."""
     s = np.sort(np.asarray(scores, dtype=np.float64))
-    allowed = int(np.floor(alpha * s.size))
-    return float(s[s.size - allowed - 1])
+    m = int(np.floor(alpha * (s.size + 1) + 1e-12))
+    return float("inf") if m == 0 else float(s[s.size - m])
 
 
-def _per_key(flags: np.ndarray, alpha: float, keys: int) -> dict[str, Any]:
+def naive_threshold(scores: np.ndarray, alpha: float) -> float:
+    """The in-sample rule of the reference implementations: the smallest score ``tau`` with ``#{score > tau} <=
+    alpha n`` on the calibration texts (its in-sample FPR is ``<= alpha``, its held-out FPR about
+    ``(floor(alpha n) + 1) / (n + 1)``)."""
+    s = np.sort(np.asarray(scores, dtype=np.float64))
+    return float(s[s.size - int(np.floor(alpha * s.size + 1e-12)) - 1])
+
+
+def _per_key(flags: np.ndarray, alpha: float, level: float) -> dict[str, Any]:
     k, n = int(flags.sum()), int(flags.size)
     p_excess = float(stats.binom.sf(k - 1, n, alpha)) if k else 1.0
     return {
@@ -73,8 +88,29 @@ def _per_key(flags: np.ndarray, alpha: float, keys: int) -> dict[str, Any]:
         "fpr": k / n,
         "interval": list(clopper_pearson(k, n)),
         "p_excess": p_excess,
-        "violated": bool(p_excess < DECISION_LEVEL / keys),
+        "violated": bool(p_excess < level),
     }
+
+
+def _flags(
+    target: Any, key: Any, cal: list[list[str]], test: list[list[str]], alpha: float
+) -> dict[str, Any]:
+    """One key's held-out flags, and its in-sample figures (calibrating or score detectors)."""
+    values = np.array([target.detect(" ".join(t), key) for t in test])
+    if target.output == "score":
+        cal_values = np.array([target.detect(" ".join(t), key) for t in cal])
+        naive = naive_threshold(cal_values, alpha)
+        return {
+            "flags": values > score_threshold(cal_values, alpha),
+            "in_sample_fpr": float((cal_values > naive).mean()),
+            "naive_held_out_fpr": float((values > naive).mean()),
+        }
+    out: dict[str, Any] = {"flags": values <= alpha, "pvalues": values}
+    if target.calibrates:
+        out["in_sample_fpr"] = float(
+            (np.array([target.detect(" ".join(t), key) for t in cal]) <= alpha).mean()
+        )
+    return out
 
 
 def _source(
@@ -82,53 +118,49 @@ def _source(
 ) -> dict[str, Any]:
     cal, test = null_texts(env, source, config, documents)
     alpha = config.alpha
-    score = target.output == "score"
-    in_sample_too = score or target.calibrates
-    per_key, pooled, in_sample = [], [], []
+    level = DECISION_LEVEL / len(config.sources)  # Bonferroni over the sources
+    per_key, pooled, matrix = [], [], []
     for k in range(config.keys):
         key = target.keygen(
             derive_seed(config, "null-key", source, k),
             cal if target.calibrates else None,
             encoder=env.encoder,
         )
-        values = np.array([target.detect(" ".join(t), key) for t in test])
-        cal_values = np.array([target.detect(" ".join(t), key) for t in cal]) if in_sample_too else None
-        if score:
-            tau = score_threshold(cal_values, alpha)
-            flags, cal_flags = values > tau, cal_values > tau
-        else:
-            flags = values <= alpha
-            cal_flags = None if cal_values is None else cal_values <= alpha
-            pooled.append(values)
-        rec = _per_key(flags, alpha, config.keys)
-        if cal_flags is not None:
-            rec["in_sample_fpr"] = float(cal_flags.mean())
-            in_sample.append(rec["in_sample_fpr"])
+        got = _flags(target, key, cal, test, alpha)
+        matrix.append(got["flags"])
+        if "pvalues" in got:
+            pooled.append(got["pvalues"])
+        rec = _per_key(got["flags"], alpha, level / config.keys)
+        rec.update({k_: got[k_] for k_ in ("in_sample_fpr", "naive_held_out_fpr") if k_ in got})
         per_key.append(rec)
         if progress:
             progress(1)
-    fprs = np.array([r["fpr"] for r in per_key])
+    flags = np.array(matrix, dtype=np.float64)
+    fprs = flags.mean(axis=1)
     table = np.array([[r["k"], r["n"] - r["k"]] for r in per_key])
     equal = stats.chi2_contingency(table)[1] if table[:, 0].sum() and table[:, 1].sum() else 1.0
-    lo, hi = key_bootstrap(fprs, seed=derive_seed(config, "bootstrap", source))
+    lo, hi = two_way_bootstrap(flags, seed=derive_seed(config, "bootstrap", source), level=1 - 2 * level)
     worst = int(np.argmax(fprs))
     out: dict[str, Any] = {
         "texts": [len(cal), len(test)],
         "per_key": per_key,
         "mean_fpr": float(fprs.mean()),
-        "mean_interval_99": [lo, hi],
+        "mean_interval": [lo, hi],
+        "interval_level": 1 - 2 * level,
         "worst_key": {"index": worst, **per_key[worst]},
         "equal_rate_p": float(equal),
-        "fpr_violated": bool(lo > alpha),
+        "fpr_violated": bool(lo > alpha + 1e-12),
         "per_key_violated": any(r["violated"] for r in per_key),
     }
     if pooled:
         p = np.concatenate(pooled)
         out["uniformity_p"] = float(stats.kstest(p, "uniform", alternative="greater").pvalue)
         out["pvalues_sample"] = [float(v) for v in np.sort(p)[:: max(1, p.size // 400)]]
-    if in_sample:
-        out["in_sample_fpr"] = float(np.mean(in_sample))
-        out["optimism"] = float(fprs.mean() - np.mean(in_sample))
+    if any("in_sample_fpr" in r for r in per_key):
+        out["in_sample_fpr"] = float(np.mean([r["in_sample_fpr"] for r in per_key]))
+        held = [r.get("naive_held_out_fpr", r["fpr"]) for r in per_key]
+        out["held_out_fpr_of_in_sample_rule"] = float(np.mean(held))
+        out["optimism"] = float(np.mean(held) - out["in_sample_fpr"])
     return out
 
 

@@ -28,7 +28,7 @@ from pmark_impl.audit._target import Target, load_target
 __all__ = ["AUDIT_VERSION", "PARTS", "AuditReport", "audit", "json_bytes", "verdicts"]
 
 #: Version of the audit's parts and record (a cached part of another version is recomputed).
-AUDIT_VERSION = 1
+AUDIT_VERSION = 2
 #: The parts, in the order they run.
 PARTS = ("reproducibility", "distortion", "null", "power", "leakage")
 
@@ -90,13 +90,18 @@ class AuditReport(NamedTuple):
 
 
 def _row(
-    guarantee: str, claim: str | None, claims: Sequence[str], violated: bool, detail: str
+    guarantee: str,
+    claim: str | None,
+    claims: Sequence[str],
+    violated: bool,
+    detail: str,
+    untestable: bool = False,
 ) -> dict[str, Any]:
     return {
         "guarantee": guarantee,
         "claim": claim,
         "claimed": claim in claims if claim else False,
-        "status": "violated" if violated else "holds",
+        "status": "untested" if untestable else "violated" if violated else "holds",
         "detail": detail,
     }
 
@@ -125,7 +130,9 @@ def verdicts(parts: dict[str, Any], claims: Sequence[str]) -> list[dict[str, Any
                 lm["violated"],
                 f"chi2 p = {lm['p_value']:.3g}, TV = {lm['tv']:.3f} [{lm['interval'][0]:.3f}, {lm['interval'][1]:.3f}] "
                 f"(plug-in {lm['plug_in']:.3f}; ~{lm['null_tv']:.3f} for an exact sample)"
-                + (f"; {lm['outside']} outside the LM's support" if lm["outside"] else ""),
+                + (f"; {lm['outside']} outside the LM's support" if lm["outside"] else "")
+                + ("; too few samples for a chi-square cell: raise --samples" if lm["untestable"] else ""),
+                lm["untestable"],
             )
         )
         if "vs_law" in dist:
@@ -138,6 +145,7 @@ def verdicts(parts: dict[str, Any], claims: Sequence[str]) -> list[dict[str, Any
                     law["violated"],
                     f"chi2 p = {law['p_value']:.3g}, TV = {law['tv']:.3f} [{law['interval'][0]:.3f}, {law['interval'][1]:.3f}]; "
                     f"declared law's TV to the LM = {dist['law_tv_vs_lm']:.3f}",
+                    law["untestable"],
                 )
             )
     else:
@@ -162,8 +170,13 @@ def verdicts(parts: dict[str, Any], claims: Sequence[str]) -> list[dict[str, Any
             )
     null = parts["null"]
     for source, res in null["sources"].items():
-        lo, hi = res["mean_interval_99"]
-        extra = f", in-sample {res['in_sample_fpr']:.3f}" if "in_sample_fpr" in res else ""
+        lo, hi = res["mean_interval"]
+        extra = (
+            f"; calibrated in-sample: {res['in_sample_fpr']:.3f} on its own texts, "
+            f"{res['held_out_fpr_of_in_sample_rule']:.3f} held out"
+            if "in_sample_fpr" in res
+            else ""
+        )
         rows.append(
             _row(
                 f"FPR over keys ({source} text)",
@@ -225,13 +238,16 @@ def _fingerprint(target: Target, env: Any, config: AuditConfig, documents: Any) 
     doc = {
         "version": AUDIT_VERSION,
         "target": target.name,
+        "claims": list(target.claims),
+        "output": target.output,
+        "options": target.options,
         "env": env.name,
         "encoder": env.encoder.name,
         "prompts": list(env.prompts),
         "config": config.as_dict(),
         "corpus": corpus,
     }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=repr).encode("utf-8")).hexdigest()
 
 
 def audit(

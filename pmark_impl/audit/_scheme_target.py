@@ -67,6 +67,13 @@ class SchemeTarget:
         if calibrated:
             claims.append("fpr-per-key")
         self.claims = tuple(claims)
+        self.audit_options = {  # what the audit's resume fingerprint must tell apart
+            "scheme": scheme.name,
+            "n_candidates": self.n_candidates,
+            "channels": self.channels,
+            "calibrated": self.calibrated,
+            "settings": self.settings,
+        }
         if not calibrated and (cal is None or cal.stored_in != "detector"):
             self.keygen = self._plain_keygen  # type: ignore[method-assign]  # no calibration texts wanted
 
@@ -111,6 +118,11 @@ class SchemeTarget:
             **self._channel_kw(),
             **self.settings,
         )
+        # The prompt of the LAST generated text and its sentence prefixes (the power part detects them right after
+        # generating): an online detector resamples candidates from it. Any other text is detected with prompt "",
+        # whatever was generated before, so a resumed audit detects exactly as an uninterrupted one.
+        kept = [step.text for step in result.steps if step.text]
+        self._prompts = {" ".join(kept[:j]): prompt for j in range(1, len(kept) + 1)}
         self._prompts[result.text] = prompt
         return result.text
 

@@ -16,12 +16,13 @@ __all__ = [
     "DECISION_LEVEL",
     "chi2_fit",
     "clopper_pearson",
-    "key_bootstrap",
     "rate",
     "tv_interval",
+    "two_way_bootstrap",
 ]
 
-#: Level at which a claimed guarantee is declared violated (a false alarm in 1 % of audits of a correct target).
+#: Level of each test that decides a claimed guarantee (Bonferroni within a guarantee over its sources and keys);
+#: an audit of a correct target that claims ``m`` guarantees fails by chance with probability ``<= m * 0.01``.
 DECISION_LEVEL = 0.01
 
 
@@ -120,13 +121,22 @@ def tv_interval(
     }
 
 
-def key_bootstrap(
-    values: np.ndarray, *, seed: int = 0, resamples: int = 4000, level: float = 0.99
+def two_way_bootstrap(
+    flags: np.ndarray, *, seed: int = 0, resamples: int = 4000, level: float = 0.99
 ) -> list[float]:
-    """Percentile interval of the mean of per-key values, resampling keys (keys are iid; texts within a key are not
-    independent of each other through the key)."""
-    values = np.asarray(values, dtype=np.float64)
+    """Percentile interval of the mean of a keys x texts 0/1 matrix, resampling keys and texts together.
+
+    Keys are iid and texts are iid, but every key is scored on the same texts: resampling keys alone ignores the
+    texts' variation (a keyless detector would get a zero-width interval). Resampling both rows and columns
+    counts both (slightly conservatively: the interaction is counted twice).
+    """
+    flags = np.asarray(flags, dtype=np.float64)
+    k, n = flags.shape
     rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
+    means = np.empty(resamples)
+    for i in range(resamples):
+        rows = rng.integers(0, k, size=k)
+        cols = rng.integers(0, n, size=n)
+        means[i] = flags[np.ix_(rows, cols)].mean()
     a = 1.0 - level
     return [float(np.quantile(means, a / 2)), float(np.quantile(means, 1 - a / 2))]

@@ -127,6 +127,8 @@ class Target:
         self.calibrates = self._keygen is not None and _accepts(self._keygen, "calibration")
         self._sentences = _accepts(obj.generate, "sentences")
         self.has_law = callable(getattr(obj, "law", None))
+        options = getattr(obj, "audit_options", None)
+        self.options: dict[str, Any] = dict(options) if isinstance(options, dict) else {}
         self.has_directions = callable(getattr(obj, "key_directions", None))
 
     # -- the guard -------------------------------------------------------------------------------------------------
@@ -163,9 +165,11 @@ class Target:
             from pmark_impl.keys._keys import WatermarkKey
 
             return WatermarkKey.generate(np.random.default_rng(seed), encoder.name, encoder.dim)
-        if self.calibrates and calibration is not None:
-            return self._call(call, self._keygen, seed, calibration=[list(t) for t in calibration])
-        key = self._call(call, self._keygen, seed)
+        if self.calibrates:
+            texts = None if calibration is None else [list(t) for t in calibration]
+            key = self._call(call, self._keygen, seed, calibration=texts)
+        else:
+            key = self._call(call, self._keygen, seed)
         if key is None:
             raise TargetError(f"audit target {self.name}: {call} returned None")
         return key
@@ -215,13 +219,16 @@ class Target:
             )
         return np.clip(out, 0.0, None)
 
-    def key_directions(self, key: Any) -> np.ndarray | None:
-        """The key's secret directions ``[m, d]`` (or ``None`` when the target does not say)."""
+    def key_directions(self, key: Any, dim: int) -> np.ndarray | None:
+        """The key's secret directions ``[m, dim]`` (or ``None`` when the target does not say)."""
         if not self.has_directions:
             return None
         out = np.asarray(self._call("key_directions()", self._obj.key_directions, key), dtype=np.float64)
-        if out.ndim != 2 or not np.all(np.isfinite(out)):
-            raise TargetError(f"audit target {self.name}: key_directions() must return a finite [m, d] array")
+        if out.ndim != 2 or out.shape[1] != dim or not np.all(np.isfinite(out)):
+            raise TargetError(
+                f"audit target {self.name}: key_directions() must return a finite [m, {dim}] array (the encoder's "
+                f"dimension), got shape {out.shape}"
+            )
         return out
 
 

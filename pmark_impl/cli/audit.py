@@ -1,10 +1,10 @@
 """``pmark audit TARGET --out DIR``: hold a watermark implementation to the guarantees (issue 27, docs/audit.md).
 
-Exit status: 0 when every guarantee the target claims holds, 1 when one is violated, 2 on bad input (one line,
-before any model loads: the target is loaded and checked first, the output folder probed). The folder is a
+Exit status: 0 when every guarantee the target claims holds, 1 when one is violated, 2 on bad input or a target
+that breaks its protocol (one line; a missing target before any model loads), 3 on an internal error of the audit. The folder is a
 ``pmark audit report`` the toolkit owns (marker and manifest): a non-empty folder it did not write is refused,
-``--force`` replaces only the files of an earlier audit, and a run interrupted midway resumes from the parts it
-finished (same target, world and configuration).
+``--force`` starts afresh (deleting only the files of an earlier audit, its cached parts included), and a run
+interrupted midway resumes from the parts it finished (same target, options, claims, world and configuration).
 """
 
 from __future__ import annotations
@@ -14,10 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError
-from pmark_impl.cli.options import float_type, int_type
+from pmark_impl.cli.options import float_type, int_type, one_line
 
-__all__ = ["REPORT_KIND", "add_parser", "cmd_audit"]
+__all__ = ["EXIT_AUDIT_ERROR", "REPORT_KIND", "add_parser", "cmd_audit"]
+
+#: Exit status of an internal error during an audit (1 means a claimed guarantee is violated).
+EXIT_AUDIT_ERROR = 3
 
 #: The ownership kind of an audit folder (:mod:`pmark_theory._owned`).
 REPORT_KIND = "pmark audit report"
@@ -163,16 +167,31 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise CLIError(str(exc)) from None
     try:
         folder = claim_folder(out, REPORT_KIND, tool="pmark audit", ignore=(_LOCK,), what="--out")
-        if args.force and _complete(out):
+        if args.force:  # a fresh audit: the earlier report and its cached parts go (only files pmark wrote)
             folder.clear()
         folder.remove_debris()
         progress = None if args.no_progress else _progress()
         try:
             report = audit(target, env, config, documents=documents, folder=folder, progress=progress)
+            write_audit(folder, report)
+        except (
+            ValueError,
+            OSError,
+            KeyboardInterrupt,
+        ):  # the target's or the user's: exit 2 / 130 by pmark's rule
+            raise
+        except Exception as exc:
+            if models.debug():
+                raise
+            print(
+                f"pmark: error: {type(exc).__name__}: {one_line(models.first_line(exc))} (an internal error of "
+                f"pmark audit, not a verdict on the target; set PMARK_DEBUG=1 for the traceback)",
+                file=sys.stderr,
+            )
+            return EXIT_AUDIT_ERROR
         finally:
             if progress is not None:
                 sys.stderr.write("\n")
-        write_audit(folder, report)
     finally:
         lock.release()
     print(

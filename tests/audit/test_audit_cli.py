@@ -114,11 +114,15 @@ def test_an_interrupted_audit_resumes_from_its_parts(capsys, tmp_path, monkeypat
 
     for name in ("run_repro", "run_distortion", "run_null"):
         monkeypatch.setattr(audit_run, name, must_not_run)
+    # another configuration is another audit: nothing cached is reused for it (an internal error: exit 3, not 1)
+    rc, _, err = _main(capsys, f"{T}:fixed", "--out", str(rep), *SMALL[:-1], "--seed", "1", "--no-progress")
+    assert rc == 3 and "a finished part was recomputed" in err and "internal error of pmark audit" in err
+    # the same configuration resumes: the three finished parts are read back
     rc, _, err = _main(capsys, f"{T}:fixed", "--out", str(rep), *SMALL)
     assert rc == 0, err
-    # another configuration is another audit: nothing cached is reused for it
-    rc, _, err = _main(capsys, f"{T}:fixed", "--out", str(rep), "--force", "--seed", "1", *SMALL)
-    assert rc == 1 and "a finished part was recomputed" in err
+    # --force starts afresh: the cached parts are deleted and recomputed
+    rc, _, err = _main(capsys, f"{T}:fixed", "--out", str(rep), "--force", *SMALL)
+    assert rc == 3 and "a finished part was recomputed" in err
 
 
 def test_same_seed_same_report(tmp_path):

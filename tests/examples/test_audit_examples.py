@@ -12,7 +12,8 @@ deterministic; the margins below are what the numbers were measured at):
 * ``semstamp_ref`` (the reference's green sets keyed by the previous cell, normal-approximation z): on the tiny
   LM's text one key flags ~0.4 of unwatermarked texts (Bonferroni binomial test rejects), while its declared
   exact law holds.
-* ``simmark_in_sample``: the threshold picked in-sample has FPR 0.05 on its own texts and ~0.10 held out.
+* ``simmark_in_sample``: the reference's threshold, picked in-sample, has FPR <= 0.05 on its own texts and more
+  held out (the optimism of an in-sample threshold; the audit's own verdict uses a conformal threshold).
 """
 
 from __future__ import annotations
@@ -51,10 +52,10 @@ def test_soft_z_is_anti_conservative_and_the_hard_count_is_not(env):
     row = _row(bad, "FPR over keys (human text)")
     assert row["claimed"] and row["status"] == "violated" and not bad.passed
     human = bad.parts["null"]["sources"]["human"]
-    assert human["mean_fpr"] > 0.1 and human["mean_interval_99"][0] > 0.05
+    assert human["mean_fpr"] > 0.1 and human["mean_interval"][0] > 0.05
     assert human["uniformity_p"] < 1e-6
     good = audit(f"{M}.soft_z:make_correct_target", env, NULL)
-    assert good.passed and good.parts["null"]["sources"]["human"]["mean_interval_99"][0] <= 0.05
+    assert good.passed and good.parts["null"]["sources"]["human"]["mean_interval"][0] <= 0.05
 
 
 def test_reference_semstamp_fails_per_key_but_follows_its_law(env):
@@ -70,5 +71,7 @@ def test_reference_semstamp_fails_per_key_but_follows_its_law(env):
 def test_simmark_in_sample_threshold_is_optimistic(env):
     report = audit(f"{M}.simmark_in_sample:make_target", env, NULL)
     human = report.parts["null"]["sources"]["human"]
-    assert human["in_sample_fpr"] <= 0.05 < human["mean_fpr"]
+    # the reference rule (threshold = in-sample quantile) reports <= alpha on its own texts and more held out;
+    # the audit's own conformal threshold is what the verdict uses
+    assert human["in_sample_fpr"] <= 0.05 < human["held_out_fpr_of_in_sample_rule"]
     assert human["optimism"] > 0.02

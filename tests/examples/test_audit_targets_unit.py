@@ -101,8 +101,12 @@ def test_semstamp_law_sums_to_one_and_matches_first_sentences(env):
     top = np.argsort(-law)[:3]
     for i in top:  # the three likeliest first sentences under this key, each within 4 SE
         assert abs(counts[i] / 300 - law[i]) < 4 * np.sqrt(law[i] * (1 - law[i]) / 300)
-    # The normal approximation: one green sentence alone gives p = 1 - Phi(sqrt(3)) < 0.05 (FPR 1/4 at T = 1).
-    assert abs(stats.norm.sf(0.75 / np.sqrt(0.1875)) - 0.0416) < 1e-3
+    # The normal approximation: one green sentence alone gives z = (1 - 1/4) / sqrt(3/16) = sqrt(3), p = 0.0416
+    # < 0.05 (so the FPR at T = 1 is gamma = 1/4); one red sentence gives z = -1/sqrt(3).
+    one_green = next(t for t, g in zip(texts, green, strict=True) if g)
+    one_red = next(t for t, g in zip(texts, green, strict=True) if not g)
+    assert abs(target.detect(one_green, key) - stats.norm.sf(np.sqrt(3))) < 1e-9
+    assert abs(target.detect(one_red, key) - stats.norm.sf(-1 / np.sqrt(3))) < 1e-9
 
 
 def test_simmark_is_keyless_and_fits_gamma_in_sample(env):
