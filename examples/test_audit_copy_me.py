@@ -18,7 +18,7 @@ from pmark_impl.testing import AuditConfig, audit, plugin
 
 #: Small sizes for a unit test (~10 s); use pmark_impl.testing.QUICK or AuditConfig() for a real audit.
 CONFIG = AuditConfig(
-    keys=4, texts=60, sentences=3, distortion_samples=300, power_keys=1, power_texts=4, leakage_queries=(32,)
+    keys=3, texts=30, sentences=3, distortion_samples=200, power_keys=1, power_texts=4, leakage_queries=(32,)
 )
 
 
@@ -49,7 +49,7 @@ def make_target(env):
 
 @plugin("audit_target")
 def make_broken_target(env):
-    return HashWatermark(env, scale=0.3)
+    return HashWatermark(env, scale=0.1)
 
 
 def test_my_watermark_keeps_its_claims():
