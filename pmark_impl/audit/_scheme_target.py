@@ -159,12 +159,10 @@ class SchemeTarget:
         return float(result.p_value)
 
     def law(self, prompt: str, key: Any, texts: list[str], probs: np.ndarray) -> np.ndarray:
-        from pmark_impl.schemes import Setup
+        from pmark_impl.schemes import Setup, resolve_settings
 
-        settings = (
-            self.scheme.check(self._resolved(key), key, self.n_candidates, self.channels)
-            if self.scheme.check
-            else self._resolved(key)
+        settings = resolve_settings(
+            self.scheme, self.settings, key=key, n_candidates=self.n_candidates, channels=self.channels
         )
         setup = Setup(key, self.env.encoder, prompt, self.n_candidates, self.channels, settings)
         return np.asarray(self.scheme.law(setup, texts, probs), dtype=np.float64)

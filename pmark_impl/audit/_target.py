@@ -253,14 +253,11 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
         return spec
     if isinstance(spec, Scheme):
         return Target(scheme_target(spec, env, **scheme_options), spec.name, timeout)
-    if not isinstance(spec, str) and is_plugin(
-        spec, "audit_target"
-    ):  # a registered factory, passed as an object
+    registered = not isinstance(spec, str) and is_plugin(spec, "audit_target")
+    if registered:  # a registered factory, passed as an object
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__qualname__', '?')}"
         return _from_factory(spec, name, env, timeout, scheme_options)
-    if not isinstance(spec, str) and callable(
-        getattr(spec, "generate", None)
-    ):  # a target object, passed in Python
+    if not isinstance(spec, str) and callable(getattr(spec, "generate", None)):  # a target object, in Python
         return Target(spec, type(spec).__name__, timeout)
     kind, obj = resolve_target(spec)
     if kind == "scheme":
