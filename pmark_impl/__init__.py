@@ -27,6 +27,7 @@ _LAZY = {
     "SamplingConfig": "pmark_impl.sampling._sampler",
     "Candidate": "pmark_impl.sampling._sampler",
     "LMSentenceSampler": "pmark_impl.sampling._sampler",
+    "generate_many": "pmark_impl.generation._many",
     "Encoder": "pmark_impl.sampling._encoder",
     "load_lm": "pmark_impl.sampling._models",
     "load_encoder": "pmark_impl.sampling._models",

@@ -180,7 +180,8 @@ class Paraphraser:
         """``n_candidates`` cleaned replies for ``text``, sampled in one batch with ``generator``."""
         import torch
 
-        from pmark_impl.sampling._sampler import cache_keyword, filtered_logprobs, returned_cache
+        from pmark_impl.sampling._kv import cache_keyword, returned_cache
+        from pmark_impl.sampling._sampler import filtered_logprobs
 
         k = self.n_candidates
         device = next(self.model.parameters()).device

@@ -27,7 +27,14 @@ from typing import Any
 
 from pmark_impl.cli import evaluate_inputs, models
 from pmark_impl.cli.evaluate_inputs import DEFAULT_ATTACKS
-from pmark_impl.cli.options import SEED, float_type, int_type
+from pmark_impl.cli.options import (
+    SEED,
+    add_batching_options,
+    add_dtype_option,
+    dtype_kwargs,
+    float_type,
+    int_type,
+)
 
 __all__ = ["DEFAULT_ATTACKS", "add_parser", "cmd_evaluate"]
 
@@ -163,6 +170,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument(
         "--device", default=None, help="cpu, cuda, cuda:N or mps (under torchrun: cuda = this rank's GPU)"
     )
+    add_dtype_option(g)
     g.add_argument("--temperature", type=float_type(0, 100, open_lo=True), default=None, help="(default 0.7)")
     g.add_argument("--top-p", type=float_type(0, 1, open_lo=True), default=None, help="(default 0.95)")
     g.add_argument(
@@ -184,8 +192,16 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="replace an evaluation with other settings in --out (only the files pmark wrote there are deleted)",
     )
+    add_batching_options(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_evaluate)
+
+
+def _dtype(sampler: Any) -> dict[str, str]:
+    """``{"dtype": ...}`` for weights other than float32 (an evaluation's law depends on it; older folders have
+    float32 weights and no entry, so they resume unchanged)."""
+    dtype = str(getattr(getattr(sampler, "model", None), "dtype", "torch.float32")).removeprefix("torch.")
+    return {} if dtype == "float32" else {"dtype": dtype}
 
 
 def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple[Any, Any] | None:
@@ -253,7 +269,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     encoder = models.load_encoder(args.encoder, **dev)
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
     key, key_calibration = evaluate_inputs.calibrate_key(args, key, encoder, runs, config.alphas)
-    sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dev)
+    sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **dev)
     if args.model is None:
         from pmark_impl.sampling._models import DEFAULT_LM_NAME
 
@@ -274,6 +290,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         oracle=_oracle(args, sampler, device),
         calibrations=evaluate_inputs.calibrations(args, encoder, runs),
         model_name=model_name,
+        batch_texts=args.batch_texts,
+        refill=not args.no_refill,
     )
     sampling = getattr(sampler, "config", None)
     identity = {
@@ -295,7 +313,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             k: getattr(sampling, k)
             for k in ("temperature", "top_p", "top_k", "max_sentence_tokens")
             if hasattr(sampling, k)
-        },
+        }
+        | _dtype(sampler),
         "device": (device or "cpu").split(":")[0],
     }
     start(world)

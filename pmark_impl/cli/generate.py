@@ -19,7 +19,9 @@ from pmark_impl.cli.options import (
     SENTENCES,
     add_cell_options,
     add_common_options,
+    add_dtype_option,
     default_n_candidates,
+    dtype_kwargs,
     float_type,
 )
 from pmark_impl.cli.scheme_options import add_scheme_arguments
@@ -31,8 +33,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """``pmark generate``: watermarked text to stdout or ``--out``, with its provenance record beside it."""
     from pmark_impl.cli.provenance import device_kwargs, generation_provenance_path
     from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
+    from pmark_impl.generation._many import generate_many
     from pmark_impl.generation._provenance import save_provenance
-    from pmark_impl.generation._watermark import generate, resolve_channels
+    from pmark_impl.generation._watermark import resolve_channels
     from pmark_impl.keys._key_files import load_key
     from pmark_impl.sampling._models import DEFAULT_LM_NAME
     from pmark_impl.schemes import resolve_settings
@@ -58,18 +61,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     resolve_settings(scheme, settings, key=key, n_candidates=args.n, channels=b)  # before any model loads
     device = device_kwargs(args)
     encoder = models.encoder_for_key(key, args.encoder, args.key, **device)
-    sampler = models.load_sampler(args.model, args.temperature, args.top_p, **device)
+    sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **device)
     bar = models.progress_bar(args.max_sentences, f"pmark {scheme.name}")
     try:
-        result = generate(
+        # one text through the batched engine: a scheme's next batch (offline, retries) is decoded ahead in the
+        # slots its current batch leaves free; the text is the one generate() gives (issue 26)
+        (result,) = generate_many(
             key,
             sampler,
             encoder,
-            prompt,
+            [prompt],
             scheme=scheme,
             n_candidates=args.n,
             max_sentences=args.max_sentences,
-            seed=args.seed,
+            seeds=args.seed,
+            batch_texts=1,
             channels=b,
             progress=lambda _step: bar.update(1),
             model_name=args.model or DEFAULT_LM_NAME,
@@ -119,6 +125,7 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common_options(p)
+    add_dtype_option(p)
     add_scheme_arguments(
         p,
         "offline",

@@ -86,7 +86,8 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
     """An ``LMSentenceSampler`` over the LM ``model`` (``None``: the offline default).
 
     The sampling settings are checked first (a bad ``--temperature`` is reported as such, not as a model
-    that cannot be loaded). ``options``: ``device=`` (the model's device) and ``max_sentence_tokens=``.
+    that cannot be loaded). ``options``: ``device=`` (the model's device), ``dtype=`` (``"float32"``,
+    ``"bfloat16"``, ...: the weights' dtype) and ``max_sentence_tokens=``.
     """
     from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
 
@@ -97,6 +98,10 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
     )
     config = SamplingConfig(**{k: v for k, v in settings if v is not None})  # PMarkValueError -> exit 2
     device = {"device": options["device"]} if options.get("device") is not None else {}
+    if options.get("dtype") is not None:
+        import torch
+
+        device["dtype"] = getattr(torch, options["dtype"])
     try:
         from pmark_impl.sampling._models import load_lm
 

@@ -16,7 +16,7 @@ import math
 import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pmark_impl._limits import (
     MAX_CANDIDATES,
@@ -31,14 +31,18 @@ from pmark_impl._limits import (
 __all__ = [
     "CANDIDATES",
     "CHANNELS",
+    "DTYPE_CHOICES",
     "MAX_SEED",
     "SEED",
     "SENTENCES",
     "OneLineArgumentParser",
+    "add_batching_options",
     "add_cell_options",
     "add_common_options",
+    "add_dtype_option",
     "default_n_candidates",
     "device_type",
+    "dtype_kwargs",
     "float_type",
     "int_type",
     "one_line",
@@ -275,3 +279,42 @@ def add_cell_options(p: argparse.ArgumentParser, generating: bool) -> None:
             help=f"offline: candidates per sampler call, 1..{MAX_OFFLINE_BATCH}; the context is prefilled once "
             "per sentence (default 16: the fastest per sentence measured on SmolLM2; 1 draws the fewest tokens)",
         )
+
+
+#: ``--dtype`` choices (the LM's weights).
+DTYPE_CHOICES = ("float32", "bfloat16", "float16")
+
+
+def add_dtype_option(p: Any) -> None:
+    """``--dtype``: the LM's weight dtype (recorded in the provenance: the sampled law depends on it)."""
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default=None,
+        help="LM weight dtype: float32 (default: the law the toolkit's exactness tests hold), bfloat16 or float16 "
+        "(for a GPU: faster, and the sampled law is the half-precision model's own P_M — a different LM, "
+        "recorded in the provenance; every guarantee holds for it, none carries over from float32)",
+    )
+
+
+def add_batching_options(p: Any) -> None:
+    """``--batch-texts`` and ``--no-refill`` (``pmark evaluate``; issue 26)."""
+    p.add_argument(
+        "--batch-texts",
+        type=int_type(1, 4096),
+        default=8,
+        metavar="B",
+        help="documents whose texts share each forward pass, grouped by document index (default 8; the texts "
+        "depend only on key, seed and prompt, whatever B)",
+    )
+    p.add_argument(
+        "--no-refill",
+        action="store_true",
+        help="static batches (a batch waits for its longest row) instead of refilling a finished row's slot at once",
+    )
+
+
+def dtype_kwargs(args: Any) -> dict[str, str]:
+    """``{"dtype": D}`` for ``--dtype D`` (``{}`` without the flag: the loader's float32)."""
+    dtype = getattr(args, "dtype", None)
+    return {} if dtype is None else {"dtype": dtype}

@@ -130,6 +130,9 @@ def detection_settings(args: argparse.Namespace, key: Any, explicit_prompt: str 
         out["encoder"] = None  # the key's own encoder: load it as usual
     cap = prov.sampling.get("max_sentence_tokens")
     out["sampler_kwargs"] = {"max_sentence_tokens": cap} if cap not in (None, _DEFAULT_CAP) else {}
+    dtype = prov.sampling.get("dtype")
+    if dtype not in (None, "float32"):  # the generation's weights: the resampled law is the generation's
+        out["sampler_kwargs"]["dtype"] = dtype
     out["detect_kwargs"] = {k: v for k, v in resolved.items() if k not in out and k not in _RECORD_ONLY}
     out["provenance"] = path
     return out

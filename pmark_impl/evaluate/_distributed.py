@@ -35,6 +35,13 @@ class World:
         """The indices ``0 <= i < n`` this rank takes: ``rank, rank + size, …``."""
         return range(self.rank, n, self.size)
 
+    def shard_groups(self, n: int, group: int) -> list[range]:
+        """The groups of ``group`` consecutive indices ``0 <= i < n`` this rank takes (group ``g`` =
+        ``g·group … g·group + group − 1``; groups ``rank, rank + size, …``): fixed by index, so what shares a
+        batch never depends on the number of processes."""
+        starts = range(0, n, group)
+        return [range(lo, min(lo + group, n)) for lo in starts[self.rank :: self.size]]
+
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name)

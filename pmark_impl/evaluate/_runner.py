@@ -35,7 +35,7 @@ from typing import Any
 from pmark_impl.evaluate._aggregate import aggregate, clean_json, timing
 from pmark_impl.evaluate._distributed import World, agree, barrier
 from pmark_impl.evaluate._folder import KIND, LOCKS, check_ours, evaluation_folder
-from pmark_impl.evaluate._units import EvalContext, run_unit
+from pmark_impl.evaluate._units import EvalContext, generate_group, run_unit
 from pmark_theory._json import loads_strict
 from pmark_theory._lock import ForeignLockError, OutputInUseError, take_lock
 from pmark_theory._owned import OwnedFolder, open_folder
@@ -223,24 +223,28 @@ def run_evaluation(
                     f"rank {world.rank}: {out}/config.json differs from this rank's settings"
                 )
         lm_run = next((r for r in runs if r.scheme == "none"), None)
-        mine = list(world.shard(len(documents)))
-        total, done = len(runs) * len(mine), 0
+        groups = world.shard_groups(len(documents), max(int(ctx.batch_texts), 1))
+        total, done = len(runs) * sum(len(g) for g in groups), 0
         failure: BaseException | None = None
         try:
             for run in runs:
-                for i in mine:
-                    doc = documents[i]
-                    rel = unit_relpath(run.run_id, i, doc.doc_id)
-                    if not isinstance(_read_json(out / rel), dict):
-                        lm_text = None
-                        if lm_run is not None and run is not lm_run:
-                            lm_rec = _read_json(out / unit_relpath(lm_run.run_id, i, doc.doc_id))
-                            lm_text = lm_rec.get("text") if isinstance(lm_rec, dict) else None
-                        record = run_unit(ctx, run, doc, lm_text)
-                        folder.write(rel, _dumps(record), mode=EVIDENCE_MODE)
-                    done += 1
-                    if progress is not None:
-                        progress(run.run_id, done, total)
+                for group in groups:
+                    rels = [unit_relpath(run.run_id, i, documents[i].doc_id) for i in group]
+                    todo = [not isinstance(_read_json(out / rel), dict) for rel in rels]
+                    # the whole group is generated even when resuming part of it: its batches stay the same
+                    texts = generate_group(ctx, run, [documents[i] for i in group]) if any(todo) else []
+                    for k, i in enumerate(group):
+                        doc = documents[i]
+                        if todo[k]:
+                            lm_text = None
+                            if lm_run is not None and run is not lm_run:
+                                lm_rec = _read_json(out / unit_relpath(lm_run.run_id, i, doc.doc_id))
+                                lm_text = lm_rec.get("text") if isinstance(lm_rec, dict) else None
+                            record = run_unit(ctx, run, doc, lm_text, texts[k])
+                            folder.write(rels[k], _dumps(record), mode=EVIDENCE_MODE)
+                        done += 1
+                        if progress is not None:
+                            progress(run.run_id, done, total)
         except Exception as exc:  # the other ranks must not wait for this one forever
             failure = exc
         if not agree(world, failure is None):

@@ -6,8 +6,10 @@ or of the order units run in) except ``seconds``, which the aggregator keeps out
 
 What a unit of run ``R`` (scheme ``s``) on document ``D`` does:
   1. generate ``s``'s continuation of ``D.prompt`` (at most ``max_sentences`` sentences, seed
-     :func:`pmark_impl.evaluate._config.unit_seed`) through a sampler wrapper that counts every candidate and
-     token drawn (``T_s``, ``T_t``: ``StepInfo.tokens`` counts only the kept sentence);
+     :func:`pmark_impl.evaluate._config.unit_seed`) together with the other documents of its group
+     (:func:`generate_group`: ``batch_texts`` documents fixed by index share forward passes, issue 26), counting
+     every candidate and token returned to the text (``T_s``, ``T_t``: ``StepInfo.tokens`` counts only the kept
+     sentence);
   2. the human negative: ``D.human`` cut to the text's number of sentences (the paper's protocol);
   3. each attack of ``R`` applied to the text (its own seed), and every text detected with ``s``'s detector:
      the attacked texts (positives), the human negative, and the ``none`` run's text of ``D`` (negatives from
@@ -21,14 +23,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from pmark_impl.evaluate._config import NO_SCHEME, EvalConfig, RunSpec, unit_seed
 
-__all__ = ["CountingSampler", "EvalContext", "detection_record", "run_unit"]
+__all__ = ["CountingSampler", "EvalContext", "Generated", "detection_record", "generate_group", "run_unit"]
 
 
 class CountingSampler:
@@ -62,6 +65,8 @@ class EvalContext:
       calibrations: scheme name -> its detector calibration (a scheme whose ``calibration.stored_in`` is
         ``"detector"``, e.g. SimMark's ``γ``).
       model_name: the LM's id for the provenance.
+      batch_texts: documents whose texts share forward passes (groups fixed by document index; issue 26).
+      refill: continuous batching in those groups (``False``: static batches).
     """
 
     config: EvalConfig
@@ -71,6 +76,8 @@ class EvalContext:
     oracle: tuple[Any, Any] | None = None
     calibrations: dict[str, Any] = field(default_factory=dict)
     model_name: str | None = None
+    batch_texts: int = 8
+    refill: bool = True
 
 
 def _score(p: float) -> float:
@@ -127,29 +134,14 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
     return [_record(r, scheme) for r in results]
 
 
-def _generate(ctx: EvalContext, run: RunSpec, prompt: str, seed: int, counter: CountingSampler) -> Any:
-    from pmark_impl.generation._watermark import generate
-
-    settings = dict(run.settings)
+def _generation_options(run: RunSpec) -> tuple[str, int, dict[str, Any]]:
+    """``(scheme, N, settings)`` of ``run``'s generation (the ``none`` run: one candidate, always output)."""
     if run.scheme == NO_SCHEME:  # one candidate, always output: the LM's own law
-        mode, n, extra = "offline", 1, {"offline_batch": 1, "channels": 1}
-    else:
-        mode, n, extra = run.scheme, run.n_candidates, {"channels": run.channels}
-        extra.update(settings)
+        return "offline", 1, {"offline_batch": 1, "channels": 1}
+    extra: dict[str, Any] = {"channels": run.channels, **dict(run.settings)}
     if extra.get("channels") is None:
         extra.pop("channels")
-    return generate(
-        ctx.key,
-        counter,
-        ctx.encoder,
-        prompt,
-        mode=mode,
-        n_candidates=n,
-        max_sentences=ctx.config.max_sentences,
-        seed=seed,
-        model_name=ctx.model_name,
-        **extra,
-    )
+    return run.scheme, run.n_candidates, extra
 
 
 def _perplexity(ctx: EvalContext, prompt: str, text: str) -> float | None:
@@ -161,7 +153,60 @@ def _perplexity(ctx: EvalContext, prompt: str, text: str) -> float | None:
     return float(perplexity(model, tokenizer, [prompt], [text]).perplexity[0])
 
 
-def run_unit(ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = None) -> dict[str, Any]:
+class Generated(NamedTuple):
+    """One unit's generated text and what it cost.
+
+    Attributes:
+      result: the :class:`~pmark_impl.generation._types.GenerationResult`.
+      candidates: candidates the sampler returned to this text (speculated rows never used are not counted).
+      tokens: their tokens.
+      seconds: the group's generation wall time divided by its number of texts (texts share forward passes).
+    """
+
+    result: Any
+    candidates: int
+    tokens: int
+    seconds: float
+
+
+def generate_group(ctx: EvalContext, run: RunSpec, docs: Sequence[Any]) -> list[Generated]:
+    """``run``'s texts for ``docs``, generated together (:func:`pmark_impl.generation._many.generate_many`).
+
+    Each text depends only on the key, its unit seed and its prompt (exactly on the tiny LM; on a float32 model up
+    to the rounding of batch-shape-dependent kernels), and the groups are fixed by document index by the runner.
+    """
+    from pmark_impl.generation._many import generate_many
+
+    counts = [[0, 0] for _ in docs]
+
+    def count(i: int, candidates: list[Any]) -> None:
+        counts[i][0] += len(candidates)
+        counts[i][1] += sum(int(c.n_tokens) for c in candidates)
+
+    mode, n, extra = _generation_options(run)
+    t0 = time.perf_counter()
+    results = generate_many(
+        ctx.key,
+        ctx.sampler,
+        ctx.encoder,
+        [d.prompt for d in docs],
+        seeds=[unit_seed(ctx.config.seed, run.run_id, d.doc_id) for d in docs],
+        batch_texts=max(len(docs), 1),
+        refill=ctx.refill,
+        on_sample=count,
+        mode=mode,
+        n_candidates=n,
+        max_sentences=ctx.config.max_sentences,
+        model_name=ctx.model_name,
+        **extra,
+    )
+    share = (time.perf_counter() - t0) / max(len(docs), 1)
+    return [Generated(r, c, t, share) for r, (c, t) in zip(results, counts)]
+
+
+def run_unit(
+    ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = None, generated: Generated | None = None
+) -> dict[str, Any]:
     """Generate, attack, detect and score ``run``'s text for document ``doc``.
 
     Args:
@@ -169,6 +214,7 @@ def run_unit(ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = Non
       run: the run.
       doc: a :class:`pmark_impl.evaluate._prompts.EvalDocument`.
       lm_text: the ``none`` run's text for ``doc`` (detected as an unwatermarked-LM negative), if any.
+      generated: the text already generated with its group (:func:`generate_group`); ``None``: generate it now.
 
     Returns:
       The unit's record (JSON-able).
@@ -176,10 +222,9 @@ def run_unit(ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = Non
     from pmark_impl.attacks import get_attack
 
     seed = unit_seed(ctx.config.seed, run.run_id, doc.doc_id)
-    counter = CountingSampler(ctx.sampler)
-    t0 = time.perf_counter()
-    res = _generate(ctx, run, doc.prompt, seed, counter)
-    gen_seconds = time.perf_counter() - t0
+    if generated is None:
+        generated = generate_group(ctx, run, [doc])[0]
+    res, gen_seconds = generated.result, generated.seconds
     n_sent = len(res.sentences)
     human = " ".join(doc.human[:n_sent])
     record: dict[str, Any] = {
@@ -193,8 +238,8 @@ def run_unit(ctx: EvalContext, run: RunSpec, doc: Any, lm_text: str | None = Non
         "generation": {
             "n_sentences": n_sent,
             "output_tokens": int(res.n_tokens),
-            "sampled_tokens": int(counter.tokens),
-            "sampled_candidates": int(counter.candidates),
+            "sampled_tokens": int(generated.tokens),
+            "sampled_candidates": int(generated.candidates),
             "candidates_per_step": [s.n_candidates_sampled for s in res.steps],
             "outcomes": [s.outcome for s in res.steps],
         },

@@ -40,7 +40,9 @@ FIELDS = tuple(
     "sampling settings aligned steps note".split()
 )
 _OUTCOMES = ("sentence", "eos", "cap")
-_SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens")
+_SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens", "dtype")
+#: Weight dtypes a record may name (the LM's logits, hence its law, depend on it; issue 26).
+DTYPES = ("float32", "float64", "bfloat16", "float16")
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
 _MAX_SEED = 2**63 - 1
 _MAX_NAME = 4096
@@ -141,6 +143,8 @@ def _sampling(doc: Any, where: str) -> dict[str, Any]:
         out["top_k"] = f.integer("top_k", 0, 1 << 31)
     if "max_sentence_tokens" in names:
         out["max_sentence_tokens"] = f.integer("max_sentence_tokens", *LIMITS["max_sentence_tokens"])
+    if "dtype" in names:
+        out["dtype"] = f.choice("dtype", DTYPES)
     return out
 
 

@@ -67,12 +67,17 @@ __all__ = [
 
 
 def _sampling_settings(sampler: Any) -> dict[str, Any]:
-    """The sampler's token law and cap (``SamplingConfig`` fields), ``{}`` for a sampler without ``config``."""
+    """The sampler's token law and cap (``SamplingConfig`` fields) and its model's weight ``dtype``; ``{}`` for a
+    sampler without ``config``."""
     config = getattr(sampler, "config", None)
     names = ("temperature", "top_p", "top_k", "max_sentence_tokens")
     if config is None or not all(hasattr(config, n) for n in names):
         return {}
-    return {n: getattr(config, n) for n in names}
+    out = {n: getattr(config, n) for n in names}
+    dtype = getattr(getattr(sampler, "model", None), "dtype", None)
+    if dtype is not None:  # the logits, hence the law, depend on the weights' dtype (--dtype)
+        out["dtype"] = str(dtype).removeprefix("torch.")
+    return out
 
 
 def _model_name(sampler: Any) -> str | None:

@@ -7,9 +7,11 @@ candidates independently from one fixed law. :class:`LMSentenceSampler` does so 
 
 1. prefill the context once (batch 1), keep its KV cache and expand it to ``n`` rows
    (``DynamicCache.batch_repeat_interleave``);
-2. sample every row token by token with ``torch.multinomial(..., generator=generator)`` from the configured law
-   (temperature, then top-k, then top-p, as transformers orders its warpers), in float64; with top-p alone the
-   draw is over the nucleus only when it fits a 256-token shortlist (same law, :func:`sample_next_tokens`);
+2. sample every row token by token from the configured law (temperature, then top-k, then top-p, as transformers
+   orders its warpers), in float64, **each row from its own random stream**: the ``n`` row seeds are drawn from
+   ``generator`` once, and each token is the inverse CDF of the row's law at one uniform of the row's own CPU
+   generator (:mod:`pmark_impl.sampling._rows`), so a candidate does not depend on the other rows of its batch —
+   the property that lets :mod:`pmark_impl.sampling._engine` decode many texts' candidates in one batch;
 3. stop a row at its first sentence boundary (:func:`pmark_impl.sampling._segment.first_sentence_end` on the decoded row),
    at an EOS token, or after ``max_sentence_tokens`` tokens; drop finished rows from the batch and the cache
    (``batch_select_indices``), so the loop ends when the last row does and never hangs.
@@ -31,8 +33,10 @@ probability is the sum of both paths — :meth:`LMSentenceSampler.sentence_logpr
 :func:`pmark_impl.sampling._tiny.enumerate_sentences` use the same rule). Every selection rule (C9, C10, E7, C5) acts on
 i.i.d. draws of whatever the sampler's law is, so the watermark laws and their guarantees are unchanged.
 
-Randomness: only the ``torch.Generator`` passed in; same generator state, same context, same model → the same
-candidates, bit for bit, on one machine. The generator must live on the model's device.
+Randomness: only the ``torch.Generator`` passed in (one ``randint`` call: the row seeds); same generator state, same
+context, same model → the same candidates, bit for bit, on one machine. The generator must live on the model's
+device. (Before issue 26 the rows shared the generator, one multinomial call per step: texts of 0.1 and later
+versions differ for the same seed; the law is the same.)
 
 Two savings that leave every sampled text unchanged (tested against the plain route, same generator seed):
 
@@ -58,7 +62,6 @@ Two savings that leave every sampled text unchanged (tested against the plain ro
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 import re
 import time
@@ -67,6 +70,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from pmark_impl.sampling._kv import cache_keyword, returned_cache
+from pmark_impl.sampling._rows import row_generators, row_seeds, row_uniforms, sample_rows
 from pmark_impl.sampling._segment import first_sentence_end, normalize_whitespace
 from pmark_impl.sampling._token_law import (
     CAP_MARK,
@@ -99,27 +104,6 @@ _MARK_THEN_SPACE = re.compile(r"[.!?](?=\s|\Z)")
 
 
 _DEFAULT_CONFIG = SamplingConfig()  # frozen: one shared default
-
-
-def cache_keyword(model: Any) -> str:
-    """The name under which ``model``'s forward takes (and its output returns) the KV cache.
-
-    ``"cache"`` where the forward has that parameter (transformers 5.x renamed ``past_key_values``: the old name
-    still works there but prints a 3-line ``FutureWarning`` on every call, "will be removed in version 5.40.0",
-    and a log line when the output's ``past_key_values`` is read), else ``"past_key_values"`` (transformers 4.x,
-    test fakes). The signature is read through the deprecation decorator (``inspect.signature`` follows
-    ``__wrapped__``).
-    """
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (AttributeError, TypeError, ValueError):
-        return "past_key_values"
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def returned_cache(out: Any, keyword: str) -> Any:
-    """The KV cache of a forward's output ``out``, read under :func:`cache_keyword`'s name (no deprecated alias)."""
-    return getattr(out, keyword)
 
 
 class LMSentenceSampler:
@@ -171,6 +155,18 @@ class LMSentenceSampler:
         self.prefill_cache = bool(prefill_cache)
         # (model, key, last-position logits [1, V], prefill cache) of the last context, or None
         self._prefill_entry: tuple[Any, tuple, torch.Tensor, Any] | None = None
+
+    def make_engine(self, max_rows: int, refill: bool = True) -> Any:
+        """A :class:`~pmark_impl.sampling._engine.DecodeEngine` over this sampler (many contexts per batch)."""
+        from pmark_impl.sampling._engine import DecodeEngine
+
+        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill)
+
+    def default_max_rows(self) -> int:
+        """Rows per forward pass, sized from memory (:func:`pmark_impl.sampling._kv.rows_for_memory`)."""
+        from pmark_impl.sampling._kv import rows_for_memory
+
+        return rows_for_memory(self.model)
 
     def clear_prefill_cache(self) -> None:
         """Drop the stored prefill (frees its KV cache); the next call prefills again."""
@@ -267,7 +263,8 @@ class LMSentenceSampler:
         if profile is not None:
             profile["prefill"] = profile.get("prefill", 0.0) + clock() - t0
         advance = self._advance_window if window else self._advance
-        return self._decode_rows(logits.expand(n, -1), cache, n, generator, advance, profile)
+        gens = row_generators(row_seeds(generator, n))
+        return self._decode_rows(logits.expand(n, -1), cache, gens, advance, profile)
 
     def _prefill(self, ctx: torch.Tensor, reuse: bool) -> tuple[torch.Tensor, Any]:
         """Last-position logits ``[1, V]`` and a fresh (caller-owned) prefill cache of ``ctx`` ``[1, L]``."""
@@ -287,12 +284,13 @@ class LMSentenceSampler:
         self,
         logits: torch.Tensor,
         cache: Any,
-        n: int,
-        generator: torch.Generator,
+        gens: list[torch.Generator],
         advance: Any = None,
         profile: dict[str, float] | None = None,
     ) -> list[Candidate]:
+        """Decode the rows of one context (``gens``: one generator per row, :mod:`pmark_impl.sampling._rows`)."""
         advance = self._advance_window if advance is None else advance
+        n = len(gens)
         clock = time.perf_counter
         t_fwd = t_smp = t_book = 0.0
         steps = 0
@@ -302,7 +300,7 @@ class LMSentenceSampler:
         active = list(range(n))
         while True:
             t0 = clock()
-            tokens = sample_next_tokens(logits, self.config, generator)
+            tokens = sample_rows(logits, self.config, row_uniforms([gens[r] for r in active]))
             token_list = tokens.tolist()
             t1 = clock()
             steps += 1

@@ -21,6 +21,7 @@ __all__ = [
     "Candidate",
     "SamplingConfig",
     "close_capped",
+    "exclusive_cumsum",
     "filtered_logprobs",
     "sample_next_tokens",
 ]
@@ -180,13 +181,14 @@ def _nucleus_cut(
     if k < 1:
         return p, None
     vals, idx = torch.topk(x, k + 1, dim=-1)
-    kept = (_exclusive_cumsum(p.gather(-1, idx)) < top_p).sum(dim=-1, keepdim=True)  # >= 1
+    kept = (exclusive_cumsum(p.gather(-1, idx)) < top_p).sum(dim=-1, keepdim=True)  # >= 1
     if not bool((kept <= k).all()) or not bool((vals.gather(-1, kept - 1) > vals.gather(-1, kept)).all()):
         return p, None
     return p, (vals, idx, kept)
 
 
-def _exclusive_cumsum(p: torch.Tensor) -> torch.Tensor:
+def exclusive_cumsum(p: torch.Tensor) -> torch.Tensor:
+    """``[..., k]`` mass strictly before each entry along the last axis (``cumsum`` shifted by one, 0 first)."""
     c = torch.cumsum(p, dim=-1)
     return torch.cat([torch.zeros_like(c[..., :1]), c[..., :-1]], dim=-1)
 
@@ -205,5 +207,5 @@ def _top_p_drop(x: torch.Tensor, top_p: float, shortlist: int = 256) -> torch.Te
         vals, _, kept = cut
         return x < vals.gather(-1, kept - 1)
     order = torch.sort(x, dim=-1, descending=True, stable=True).indices
-    drop_sorted = _exclusive_cumsum(p.gather(-1, order)) >= top_p
+    drop_sorted = exclusive_cumsum(p.gather(-1, order)) >= top_p
     return torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)

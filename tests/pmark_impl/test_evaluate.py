@@ -181,7 +181,9 @@ def test_tpr_falls_with_word_deletion(report):
     trend = offline["trends"]["word-delete"]
     assert trend["rates"] == [0.0, 0.3, 0.6, 0.9]
     assert trend["p_value"] < 0.01, trend
-    assert trend["k"][0] >= 0.8 * N_DOCS, trend  # the unattacked texts are detected
+    # the unattacked texts are detected far above alpha: this run's predicted TPR is 0.75 (from the measured bit
+    # accuracy) and P(Binomial(16, 0.75) <= 8) = 0.027; before issue 26's per-row streams this seed gave 13/16
+    assert trend["k"][0] >= 9, trend
 
 
 def test_predicted_tpr_agrees_with_observed(report):
@@ -215,6 +217,14 @@ def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, mod
     assert _evaluate(out, prompts) == 0
     assert (out / "results.json").read_bytes() == (report / "results.json").read_bytes()
     assert (out / "texts.jsonl").read_bytes() == (report / "texts.jsonl").read_bytes()
+
+
+def test_one_text_at_a_time_equals_batched(report, prompts, tmp_path, models):
+    """``--batch-texts 1 --no-refill`` (no two texts share a forward pass, static batches) gives the report of the
+    default (8 texts per batch, refill) byte for byte (issue 26: texts depend on key, seed and prompt only)."""
+    out = tmp_path / "one-at-a-time"
+    assert _evaluate(out, prompts, "--batch-texts", "1", "--no-refill") == 0
+    assert (out / "results.json").read_bytes() == (report / "results.json").read_bytes()
 
 
 def test_torchrun_two_processes_equal_one(report, prompts, tmp_path):

@@ -1,0 +1,287 @@
+"""Many texts at once: :func:`generate_many` drives every scheme's steps for a batch of texts through one engine.
+
+Each text runs the one-text loop of :func:`pmark_impl.generate` unchanged (same scheme parts, same seeds) in its
+own worker thread; its sampler is a :class:`_Client` whose ``sample(context, n, generator)`` draws the ``n`` row
+seeds from the text's own generator (:func:`~pmark_impl.sampling._rows.row_seeds`, exactly what
+:meth:`~pmark_impl.sampling._sampler.LMSentenceSampler.sample` does), hands the request to the hub and waits. The
+hub (the calling thread) owns the :class:`~pmark_impl.sampling._engine.DecodeEngine`:
+
+1. it waits until every live text is blocked on a request or finished (a barrier: texts never run while the
+   engine decodes, so what is in a batch never depends on thread timing);
+2. it submits the new requests in text order, runs the engine until some request completes, and wakes its text.
+
+So a text's candidates — and hence its output — depend only on its key, seed and prompt, not on the other texts,
+``batch_texts``, ``max_rows``, ``refill``, the rank or the process count (bit for bit on the float64 tiny LM; up
+to float32 rounding of batch-shape-dependent kernels on a float32 model, and even then the same command gives the
+same bytes, because the schedule is a function of the inputs). Texts are grouped by index, ``batch_texts`` at a
+time (group ``g`` = texts ``g·B … g·B + B − 1``), so a sharded evaluation that gives whole groups to ranks forms the
+same batches whatever the number of processes.
+
+**Speculation** (refill with the same text's next batch, ``refill=True``): after a request of text ``i`` for ``n``
+candidates of context ``c``, the hub also queues the *next* ``n`` rows of ``c``, with the seeds the text's
+generator will give next (drawn from a clone of it). They run only in slots no real row wants. If the text's next
+request is that one (offline PMark's next batch, SemStamp's and SimMark's retries), its rows are already under way;
+otherwise they are dropped. A speculative row has its own seed like any other, so a speculation changes the cost,
+never a candidate.
+
+A sampler without an engine (a test fake, a user's sampler) is driven one text at a time: same results.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from pmark_impl._api_checks import check_callable, check_seed
+from pmark_impl.generation._types import GenerationResult
+from pmark_impl.sampling._rows import row_seeds
+from pmark_theory._validate import PMarkValueError, check_positive_int
+
+__all__ = ["generate_many", "supports_batching"]
+
+
+class _Aborted(Exception):
+    """Raised in a text's thread when another text failed (the batch stops)."""
+
+
+def supports_batching(sampler: Any) -> bool:
+    """The sampler has a batched engine (:class:`~pmark_impl.sampling._sampler.LMSentenceSampler`)."""
+    return callable(getattr(sampler, "make_engine", None))
+
+
+class _Client:
+    """A text's view of the sampler: ``sample`` goes through the hub; attributes read for provenance pass through."""
+
+    def __init__(self, hub: _Hub, index: int) -> None:
+        self._hub, self._index = hub, index
+
+    def __getattr__(self, name: str) -> Any:  # config, model, device, tokenizer
+        return getattr(self._hub.sampler, name)
+
+    def sample(self, context: str, n: int, generator: Any) -> list[Any]:
+        return self._hub.request(self._index, context, n, generator)
+
+
+class _Hub:
+    def __init__(self, sampler: Any, engine: Any, speculate: bool) -> None:
+        self.sampler, self.engine, self.speculate = sampler, engine, speculate
+        self.cond = threading.Condition()
+        self.live: set[int] = set()
+        self.new: dict[
+            int, tuple[tuple[int, ...], list[int], Any]
+        ] = {}  # text -> (context ids, seeds, next gen)
+        self.waiting: dict[int, Any] = {}  # text -> its Request in the engine
+        self.spec: dict[int, Any] = {}  # text -> its speculative Request
+        self.errors: dict[int, BaseException] = {}
+        self.aborted = False
+        self.on_sample: Callable[[int, list[Any]], None] | None = None
+
+    # ---- text threads ----
+
+    def request(self, index: int, context: str, n: int, generator: Any) -> list[Any]:
+        n = check_positive_int("n", n)
+        ids = tuple(self.sampler._context_ids(context)[0].tolist())
+        seeds = row_seeds(generator, n)
+        ahead = None
+        if self.speculate:
+            ahead = torch.Generator(device=generator.device)
+            ahead.set_state(generator.get_state())
+        with self.cond:
+            if self.aborted:
+                raise _Aborted
+            self.new[index] = (ids, seeds, ahead)
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.aborted or (index in self.waiting and self.waiting[index].done))
+            if self.aborted:
+                raise _Aborted
+            req = self.waiting.pop(index)
+        out = list(req.results)
+        if self.on_sample is not None:
+            self.on_sample(index, out)
+        return out
+
+    def finished(self, index: int, error: BaseException | None) -> None:
+        with self.cond:
+            self.live.discard(index)
+            if error is not None and not isinstance(error, _Aborted):
+                self.errors[index] = error
+            self.cond.notify_all()
+
+    # ---- the engine thread ----
+
+    def drive(self) -> None:
+        """Barrier, submit, decode, wake — until every text has finished (module docstring)."""
+        from pmark_impl.sampling._engine import Request
+
+        while True:
+            with self.cond:
+                self.cond.wait_for(self._everyone_blocked)
+                if self.errors:
+                    self.aborted = True
+                    self.cond.notify_all()
+                    return
+                if not self.live:
+                    return
+                for i in sorted(self.new):
+                    ids, seeds, ahead = self.new.pop(i)
+                    req = self._adopt(i, ids, seeds)
+                    if req is None:
+                        req = Request(i, ids, seeds)
+                        self.engine.submit(req)
+                    self.waiting[i] = req
+                    if ahead is not None:
+                        spec = Request(i, ids, row_seeds(ahead, len(seeds)))
+                        self.engine.submit(spec, speculative=True)
+                        self.spec[i] = spec
+                ready = [i for i, r in self.waiting.items() if r.done]
+            if not ready:
+                done = self.engine.run()
+                if not done:
+                    raise RuntimeError("decode engine stalled with texts waiting (internal error)")
+            with self.cond:
+                self.cond.notify_all()
+
+    def _everyone_blocked(self) -> bool:
+        """Every live text has a new request or waits on an unfinished one (a woken text has not yet moved)."""
+        return all(i in self.new or (i in self.waiting and not self.waiting[i].done) for i in self.live)
+
+    def _adopt(self, index: int, ids: tuple[int, ...], seeds: list[int]) -> Any:
+        """The text's speculative request if it is exactly this request (then promoted), else ``None``."""
+        spec = self.spec.pop(index, None)
+        if spec is None:
+            return None
+        if spec.context_ids == ids and spec.seeds == seeds:
+            self.engine.promote(spec)
+            return spec
+        self.engine.cancel(spec)
+        return None
+
+
+def generate_many(
+    key: Any,
+    sampler: Any,
+    encoder: Any,
+    prompts: Sequence[str],
+    *,
+    seeds: int | Sequence[int] = 0,
+    batch_texts: int = 8,
+    refill: bool = True,
+    max_rows: int | None = None,
+    on_sample: Callable[[int, list[Any]], None] | None = None,
+    **options: Any,
+) -> list[GenerationResult]:
+    """Generate one watermarked text per prompt, ``batch_texts`` texts sharing each forward pass (issue 26).
+
+    Text ``i`` equals ``generate(key, sampler, encoder, prompts[i], seed=seeds[i], **options)`` (module docstring:
+    exactly on the float64 tiny LM; up to float32 rounding of batch-shape-dependent kernels otherwise).
+
+    Args:
+      key, sampler, encoder: as :func:`pmark_impl.generate`.
+      prompts: the prompts.
+      seeds: one seed per prompt, or one seed for every prompt.
+      batch_texts: texts per group (groups fixed by index, module docstring); 1: one text at a time (its
+        speculated next batches still share its forward passes).
+      refill: continuous batching (a finished row's slot goes to the next queued row at once, and the next batch
+        of a text is speculated); ``False``: static batches (a batch drains before the next forms).
+      max_rows: rows per forward pass (default: ``sampler.default_max_rows()``, sized from memory).
+      on_sample: ``on_sample(i, candidates)`` after each sampler call of text ``i`` (counting).
+      **options: every other keyword of :func:`pmark_impl.generate` (``scheme``, ``n_candidates``,
+        ``max_sentences``, ``channels``, ``progress``, settings, ...), the same for every text.
+
+    Returns:
+      The texts' :class:`GenerationResult` s, in prompt order.
+
+    Raises:
+      PMarkValueError: bad arguments (as :func:`pmark_impl.generate`, checked for every prompt before any work), or
+        the first failing text's error (by index).
+    """
+    from pmark_impl.generation._watermark import generate
+
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise PMarkValueError("prompts must be a list of str")
+    if "seed" in options:
+        raise PMarkValueError("generate_many takes seeds=, not seed=")
+    count = len(prompts)
+    seed_list = [check_seed(seeds)] * count if isinstance(seeds, int) else [check_seed(s) for s in seeds]
+    if len(seed_list) != count:
+        raise PMarkValueError(f"seeds has {len(seed_list)} entries for {count} prompts")
+    batch_texts = check_positive_int("batch_texts", batch_texts)
+    on_sample = check_callable("on_sample", on_sample)
+    if not supports_batching(sampler):
+        return [
+            generate(key, _Counting(sampler, i, on_sample), encoder, p, seed=s, **options)
+            for i, (p, s) in enumerate(zip(prompts, seed_list))
+        ]
+    rows = check_positive_int("max_rows", max_rows) if max_rows is not None else None
+    out: list[GenerationResult] = []
+    for lo in range(0, count, batch_texts):
+        group = range(lo, min(lo + batch_texts, count))
+        engine = sampler.make_engine(max_rows=rows or sampler.default_max_rows(), refill=refill)
+        out.extend(
+            _run_group(engine, sampler, key, encoder, prompts, seed_list, group, on_sample, refill, options)
+        )
+    return out
+
+
+def _run_group(
+    engine: Any,
+    sampler: Any,
+    key: Any,
+    encoder: Any,
+    prompts: Sequence[str],
+    seeds: list[int],
+    group: range,
+    on_sample: Callable[[int, list[Any]], None] | None,
+    speculate: bool,
+    options: dict[str, Any],
+) -> list[GenerationResult]:
+    from pmark_impl.generation._watermark import generate
+
+    hub = _Hub(sampler, engine, speculate)
+    hub.on_sample = on_sample
+    results: dict[int, GenerationResult] = {}
+
+    def work(i: int) -> None:
+        error = None
+        try:
+            results[i] = generate(key, _Client(hub, i), encoder, prompts[i], seed=seeds[i], **options)
+        except BaseException as exc:  # reported by the hub, re-raised in the caller
+            error = exc
+        finally:
+            hub.finished(i, error)
+
+    hub.live = set(group)
+    threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"pmark-text-{i}") for i in group]
+    for t in threads:
+        t.start()
+    try:
+        hub.drive()
+    finally:
+        with hub.cond:
+            if hub.live:
+                hub.aborted = True
+            hub.cond.notify_all()
+        for t in threads:
+            t.join()
+    if hub.errors:
+        raise hub.errors[min(hub.errors)]
+    return [results[i] for i in group]
+
+
+class _Counting:
+    """A sampler wrapper calling ``on_sample`` after each call (the one-text-at-a-time route)."""
+
+    def __init__(self, sampler: Any, index: int, on_sample: Callable[[int, list[Any]], None] | None) -> None:
+        self._sampler, self._index, self._on_sample = sampler, index, on_sample
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sampler, name)
+
+    def sample(self, context: str, n: int, generator: Any) -> list[Any]:
+        out = self._sampler.sample(context, n, generator)
+        if self._on_sample is not None:
+            self._on_sample(self._index, list(out))
+        return out

@@ -1,0 +1,377 @@
+"""Many contexts per forward pass, finished rows refilled: the batched decoding engine (issue 26).
+
+:class:`LMSentenceSampler` decodes the ``N`` candidates of one context in one batch, and the batch lasts as long as
+its longest row. :class:`DecodeEngine` decodes the candidate rows of many *requests* (a request: ``n`` candidates
+of one context, :class:`Request`) in one batch of at most ``max_rows`` rows:
+
+* **several contexts**: rows are left-padded to a common KV length; the attention mask hides the padding and
+  every row gets its own position ids (the layout transformers' ``generate`` uses for a padded batch);
+* **refill** (continuous batching): a row that ends (sentence boundary, EOS, cap) leaves the batch and the next
+  queued row takes its slot at once — a row of another request, or a *speculative* row
+  (:meth:`DecodeEngine.submit` with ``speculative=True``): the next batch of the same text at the same context,
+  whose row seeds the driver computed ahead (:mod:`pmark_impl.generation._many`). With ``refill=False`` a batch
+  is formed only when the previous one has drained (static batching: the baseline).
+
+**Why the candidates are unchanged.** Every row draws its tokens from its own stream (:mod:`pmark_impl.sampling._rows`):
+a row's token path is a function of its context, its seed and the logits of its own prefix. Padding, batch
+composition and admission time change none of these, so a request's candidates equal what
+:meth:`LMSentenceSampler.sample` returns for the same context and generator — bit for bit when the model's logits
+do not depend on the batch shape (the float64 tiny LM: tested), and up to float32 rounding otherwise (a row's
+logits in a padded batch differ from its batch-1 logits by ~1e-6 on SmolLM2 on CPU; a token differs only when its
+uniform falls that close to a CDF step: measured and tested in law, ``tests/pmark_impl/test_engine.py``). For
+offline PMark's first-match-in-draw-order rule the argument is the same: candidate ``i``'s text does not depend on
+whether candidates ``> i`` were decoded before, after or beside it, so speculating the next batch changes the
+cost, never the chosen sentence (X2 unchanged; tested by exact enumeration on the tiny LM).
+
+**Why not transformers' continuous batching** (``generate_batch``, paged attention; 5.x source read in issue 26):
+it samples all requests with one ``torch.multinomial`` call and one global seed (a request's tokens depend on its
+batch-mates), in float32, without access to raw logits (no float64 law), and stops only at EOS or
+``max_new_tokens`` (no stopping rule on decoded text). Each of these breaks a guarantee above, so the engine keeps
+its own loop over a ``DynamicCache`` and uses the library for the forward passes only.
+
+Supported caches: every layer a plain ``DynamicLayer`` (full attention; e.g. Llama, SmolLM2, Qwen2, GPT-2 via the
+cache API). A model with sliding-window or quantised cache layers is refused with one line (use one text at a
+time, ``batch_texts=1``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import torch
+
+from pmark_impl.sampling._kv import BufferLayer, cache_keyword, check_layers, returned_cache
+from pmark_impl.sampling._rows import row_generators, row_uniforms, sample_rows
+from pmark_impl.sampling._token_law import Candidate
+
+__all__ = ["HEADROOM", "PREFILL_ENTRIES", "DecodeEngine", "Request"]
+
+
+class _Row:
+    __slots__ = ("count", "gen", "ids", "index", "last", "req")
+
+    def __init__(self, req: Request, index: int, gen: torch.Generator) -> None:
+        self.req, self.index, self.gen = req, index, gen
+        self.ids: list[int] = []
+        self.count = 0
+        self.last = 0  # the last token sampled (the next forward's input)
+
+
+class Request:
+    """``n`` candidates of one context, row ``i`` drawn from the generator seeded with ``seeds[i]``.
+
+    Attributes:
+      owner: the driver's tag (a text index).
+      context_ids: the context's token ids.
+      results: the candidates, row order = draw order (``None`` until the row ends).
+      speculative: decoded only in free slots until :meth:`DecodeEngine.promote` makes it a real request.
+    """
+
+    def __init__(self, owner: Any, context_ids: tuple[int, ...], seeds: list[int]) -> None:
+        self.owner = owner
+        self.context_ids = context_ids
+        self.seeds = list(seeds)
+        self.rows = [_Row(self, i, g) for i, g in enumerate(row_generators(self.seeds))]
+        self.results: list[Candidate | None] = [None] * len(self.seeds)
+        self.remaining = len(self.seeds)
+        self.speculative = False
+
+    @property
+    def done(self) -> bool:
+        """Every row has ended."""
+        return self.remaining == 0
+
+
+class DecodeEngine:
+    """Decodes queued requests' rows in one padded batch of slots, refilled as rows end (module docstring).
+
+    Layout: slot ``j`` holds a row (or is dead); keys/values live in per-layer buffers ``[R, H, W_cap, D]`` written
+    in place (:class:`~pmark_impl.sampling._kv.BufferLayer`: no copy of the cache per step, unlike ``DynamicLayer``'s ``torch.cat``); all
+    slots share ``width`` columns, each row's own columns right-aligned (left padding masked out). A row admitted
+    into a slot is *pending* for one forward pass: its first token comes from its prefill logits, and the column
+    that pass writes for it is masked out forever. The whole cache is copied only when slots are added, the
+    columns outgrow the buffer, or a quarter of the slots are dead (compaction).
+
+    Args:
+      sampler: the :class:`~pmark_impl.sampling._sampler.LMSentenceSampler` whose model, tokenizer, token law and
+        stopping rule the rows use.
+      max_rows: slots (rows per forward pass).
+      refill: admit queued rows as soon as slots free (``False``: only when every slot is dead: static batches).
+
+    Attributes:
+      stats: ``steps`` (forward passes), ``row_steps`` (tokens sampled), ``slot_steps`` (slots summed over
+        forward passes, dead and pending included), ``wasted_rows`` (speculative rows dropped unused),
+        ``forward_s``, ``prefill_s``, ``sample_s``, ``copies`` (whole-cache copies), ``run_s`` (seconds in
+        :meth:`run`: everything the engine does, without the texts' own work between calls).
+    """
+
+    def __init__(self, sampler: Any, max_rows: int, refill: bool = True) -> None:
+        self.sampler = sampler
+        self.model = sampler.model
+        self.max_rows = int(max_rows)
+        self.refill = bool(refill)
+        self.queue: deque[_Row] = deque()
+        self.spec_queue: deque[_Row] = deque()
+        self.slots: list[_Row | None] = []
+        self.pending: set[int] = set()
+        self.kbuf: list[torch.Tensor] = []  # per layer [R, H, W_cap, D]
+        self.vbuf: list[torch.Tensor] = []
+        self.width = 0
+        self.mask: torch.Tensor | None = None  # [R, W_cap] bool: real (not padding) KV columns
+        self.pos: torch.Tensor | None = None  # [R] long: position id of each slot's next input token
+        self.logits: torch.Tensor | None = None  # [R, V]: each live or pending slot's next-token logits
+        self._prefills: dict[
+            tuple[int, ...], tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
+        ] = {}
+        self.stats = dict.fromkeys(
+            (
+                "steps",
+                "row_steps",
+                "slot_steps",
+                "wasted_rows",
+                "forward_s",
+                "prefill_s",
+                "sample_s",
+                "copies",
+                "run_s",
+            ),
+            0.0,
+        )
+
+    # ---- requests ----
+
+    def submit(self, req: Request, speculative: bool = False) -> None:
+        """Queue ``req``'s rows (speculative rows only fill slots no real row wants)."""
+        req.speculative = speculative
+        (self.spec_queue if speculative else self.queue).extend(req.rows)
+
+    def promote(self, req: Request) -> None:
+        """Make a speculative request real: its queued rows move to the end of the real queue."""
+        req.speculative = False
+        self.queue.extend(r for r in self.spec_queue if r.req is req)
+        self.spec_queue = deque(r for r in self.spec_queue if r.req is not req)
+
+    def cancel(self, req: Request) -> None:
+        """Drop ``req``'s rows from the queues and free their slots (a speculation that was not needed)."""
+        self.stats["wasted_rows"] += sum(1 for r in req.rows if r.count > 0 or r.req.results[r.index])
+        self.queue = deque(r for r in self.queue if r.req is not req)
+        self.spec_queue = deque(r for r in self.spec_queue if r.req is not req)
+        for j, row in enumerate(self.slots):
+            if row is not None and row.req is req:
+                self._kill(j)
+
+    # ---- decoding ----
+
+    @torch.inference_mode()
+    def run(self) -> list[Request]:
+        """Decode until at least one real request completes; return those (``[]``: no real row is left)."""
+        t0 = time.perf_counter()
+        try:
+            self._admit()
+            while any(r is not None and not r.req.speculative for r in self.slots):
+                completed = self._step()
+                if completed:
+                    return completed
+            return []
+        finally:
+            self.stats["run_s"] += time.perf_counter() - t0
+
+    def _step(self) -> list[Request]:
+        """Sample every live slot, end rows, refill slots, then one forward pass over all slots."""
+        clock = time.perf_counter
+        t0 = clock()
+        live = [j for j, r in enumerate(self.slots) if r is not None]
+        idx = torch.tensor(live, dtype=torch.long, device=self.logits.device)
+        rows = [self.slots[j] for j in live]
+        tokens = sample_rows(self.logits[idx], self.sampler.config, row_uniforms([r.gen for r in rows]))
+        self.stats["sample_s"] += clock() - t0
+        self.stats["row_steps"] += len(live)
+        self.pending.clear()
+        completed: list[Request] = []
+        advance = self.sampler._advance_window
+        for j, row, tok in zip(live, rows, tokens.tolist()):
+            row.count += 1
+            row.last = tok
+            outcome, text = advance(row.ids, tok)
+            if outcome is None:
+                continue
+            req = row.req
+            req.results[row.index] = Candidate(text=text, n_tokens=row.count, outcome=outcome)
+            req.remaining -= 1
+            self.slots[j] = None
+            if req.remaining == 0 and not req.speculative:
+                completed.append(req)
+        self._admit()
+        if any(r is not None for r in self.slots):
+            feed = [0 if r is None or j in self.pending else r.last for j, r in enumerate(self.slots)]
+            self._forward(torch.tensor(feed, dtype=torch.long, device=self.logits.device))
+        return completed
+
+    def _forward(self, feed: torch.Tensor) -> None:
+        from transformers import DynamicCache
+
+        t0 = time.perf_counter()
+        if self.width + 1 > self.mask.shape[1]:
+            self._reshape(list(range(len(self.slots))), 0, 0)
+        w = self.width
+        pending = torch.tensor(sorted(self.pending), dtype=torch.long, device=self.mask.device)
+        self.mask[:, w] = True
+        self.mask[pending, w] = False  # the column a pending slot gets now is never read
+        kw = cache_keyword(self.model)
+        cache = DynamicCache()
+        cache.layers.extend(BufferLayer(k, v, w) for k, v in zip(self.kbuf, self.vbuf))
+        out = self.model(
+            input_ids=feed[:, None],
+            attention_mask=self.mask[:, : w + 1].long(),
+            position_ids=self.pos[:, None],
+            use_cache=True,
+            **{kw: cache},
+        )
+        returned_cache(out, kw)
+        self.width = w + 1
+        moved = torch.ones(len(self.slots), dtype=torch.long, device=self.mask.device)
+        moved[pending] = 0
+        self.pos = self.pos + moved
+        new_logits = out.logits[:, -1, :]
+        new_logits[pending] = self.logits[pending]  # a pending slot keeps its prefill logits
+        self.logits = new_logits
+        self.stats["steps"] += 1
+        self.stats["slot_steps"] += len(self.slots)
+        self.stats["forward_s"] += time.perf_counter() - t0
+
+    # ---- slots ----
+
+    def _kill(self, j: int) -> None:
+        self.slots[j] = None
+        self.pending.discard(j)
+
+    def _admit(self) -> None:
+        """Fill dead slots (then new ones, up to ``max_rows``) with queued rows — real rows first, then speculative
+        ones, evicting speculative rows for waiting real rows; compact when over a quarter of the slots stay dead."""
+        if not self.refill and any(r is not None for r in self.slots):
+            return
+        if self.queue:
+            self._evict_speculative(len(self.queue))
+        dead = [j for j, r in enumerate(self.slots) if r is None]
+        room = len(dead) + self.max_rows - len(self.slots)
+        rows: list[_Row] = []
+        for q in (self.queue, self.spec_queue):
+            while q and len(rows) < room:
+                rows.append(q.popleft())
+        entries = [self._prefill(r.req.context_ids) for r in rows]
+        need = max((kv[0][0].shape[2] for _, kv in entries), default=0)
+        live = [j for j, r in enumerate(self.slots) if r is not None]
+        if not live:
+            self._reset(len(rows), need, entries[0] if entries else None)
+            dead = list(range(len(rows)))
+        else:
+            spare = len(dead) - len(rows)  # dead slots that stay dead
+            compact = spare > len(self.slots) // 4
+            if compact or spare < 0 or need > self.width:
+                keep = live + dead[: len(rows)] if compact else list(range(len(self.slots)))
+                self._reshape(sorted(keep), max(-spare, 0), need)
+                dead = [j for j, r in enumerate(self.slots) if r is None]
+        for j, row, (logits, kv) in zip(dead, rows, entries):
+            self._place(j, row, logits, kv)
+        while len(self._prefills) > PREFILL_ENTRIES:  # least recently used first
+            self._prefills.pop(next(iter(self._prefills)))
+
+    def _reset(self, rows: int, width: int, entry: tuple[torch.Tensor, Any] | None) -> None:
+        """A fresh batch of ``rows`` dead slots ``width`` columns wide (none: free every buffer)."""
+        self.slots, self.width = [None] * rows, width
+        self.pending.clear()
+        if entry is None:
+            self.kbuf, self.vbuf, self.mask, self.pos, self.logits = [], [], None, None, None
+            return
+        logits, kv = entry
+        cap = width + HEADROOM
+        self.kbuf = [k.new_zeros(rows, k.shape[1], cap, k.shape[3]) for k, _ in kv]
+        self.vbuf = [v.new_zeros(rows, v.shape[1], cap, v.shape[3]) for _, v in kv]
+        self.mask = torch.zeros(rows, cap, dtype=torch.bool, device=logits.device)
+        self.pos = torch.zeros(rows, dtype=torch.long, device=logits.device)
+        self.logits = logits.new_zeros(rows, logits.shape[-1])
+        self.stats["copies"] += 1
+
+    def _reshape(self, keep: list[int], extra: int, need: int) -> None:
+        """One copy: keep slots ``keep`` (in order), add ``extra`` dead slots, trim leading padding columns, and
+        make room for ``need`` columns plus :data:`HEADROOM`."""
+        used = [j for j in keep if self.slots[j] is not None]
+        start = self.width
+        if used:
+            cols = self.mask[used, : self.width].any(dim=0)
+            start = int(cols.long().argmax()) if bool(cols.any()) else self.width
+        span = self.width - start
+        width = max(span, need)
+        cap = width + HEADROOM
+        idx = torch.tensor(keep, dtype=torch.long, device=self.mask.device)
+        n = len(keep) + extra
+
+        def moved(x: torch.Tensor) -> torch.Tensor:
+            out = x.new_zeros(n, x.shape[1], cap, x.shape[3])
+            out[: len(keep), :, width - span : width] = x[idx, :, start : self.width]
+            return out
+
+        self.kbuf = [moved(k) for k in self.kbuf]
+        self.vbuf = [moved(v) for v in self.vbuf]
+        mask = torch.zeros(n, cap, dtype=torch.bool, device=self.mask.device)
+        mask[: len(keep), width - span : width] = self.mask[idx, start : self.width]
+        self.mask = mask
+        self.pos = torch.cat([self.pos[idx], self.pos.new_zeros(extra)])
+        self.logits = torch.cat([self.logits[idx], self.logits.new_zeros(extra, self.logits.shape[-1])])
+        self.pending = {keep.index(j) for j in self.pending if j in keep}
+        self.slots = [self.slots[j] for j in keep] + [None] * extra
+        self.width = width
+        self.stats["copies"] += 1
+
+    def _place(
+        self, j: int, row: _Row, logits: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]]
+    ) -> None:
+        """Row ``row`` into dead slot ``j``: its prefill right-aligned at ``width``, pending for one pass."""
+        length, w = kv[0][0].shape[2], self.width
+        for buf, vbuf, (k, v) in zip(self.kbuf, self.vbuf, kv):
+            buf[j, :, w - length : w] = k[0]
+            vbuf[j, :, w - length : w] = v[0]
+        self.mask[j] = False
+        self.mask[j, w - length : w] = True
+        self.pos[j] = length
+        self.logits[j] = logits[0]
+        self.slots[j] = row
+        self.pending.add(j)
+
+    def _evict_speculative(self, wanted: int) -> None:
+        """Free slots held by speculative rows for ``wanted`` waiting real rows when no dead or new slot is left for
+        them; an evicted row restarts from its seed when admitted again (same tokens: its stream is its own)."""
+        free = sum(r is None for r in self.slots) + self.max_rows - len(self.slots)
+        spec = [j for j, r in enumerate(self.slots) if r is not None and r.req.speculative]
+        evicted = []
+        for j in sorted(spec[::-1][: max(wanted - free, 0)]):
+            row = self.slots[j]
+            row.gen = row_generators([row.req.seeds[row.index]])[0]
+            row.ids, row.count = [], 0
+            evicted.append(row)
+            self._kill(j)
+        self.spec_queue.extendleft(reversed(evicted))
+
+    def _prefill(self, ids: tuple[int, ...]) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        entry = self._prefills.pop(ids, None)
+        if entry is not None:
+            self._prefills[ids] = entry  # most recently used last
+            return entry
+        t0 = time.perf_counter()
+        ctx = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        kw = cache_keyword(self.model)
+        out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
+        cache = returned_cache(out, kw)
+        check_layers(cache)
+        entry = (out.logits[:, -1, :], [(layer.keys, layer.values) for layer in cache.layers])
+        self._prefills[ids] = entry
+        self.stats["prefill_s"] += time.perf_counter() - t0
+        return entry
+
+
+#: Free columns a buffer gets beyond what it needs when it is (re)allocated.
+HEADROOM = 64
+#: Prefills kept (least recently used dropped): a text's next batch and its speculation reuse its context's.
+PREFILL_ENTRIES = 64

@@ -1,0 +1,109 @@
+"""KV buffers of the decoding engine, the cache layers it supports, and how many rows fit in memory (issue 26).
+
+:class:`BufferLayer` is a ``DynamicLayer`` whose keys and values live in a preallocated ``[R, H, W_cap, D]`` buffer:
+a forward pass writes its new column in place instead of ``torch.cat``-ing the whole cache (a full copy per step in
+``DynamicLayer.update``), and the engine moves rows between slots by writing into the buffer.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicLayer
+
+from pmark_theory._validate import PMarkValueError
+
+__all__ = [
+    "CPU_ROWS",
+    "SIZING_TOKENS",
+    "BufferLayer",
+    "check_layers",
+    "kv_bytes_per_token",
+    "rows_for_memory",
+]
+
+
+class BufferLayer(DynamicLayer):
+    """A ``DynamicLayer`` over a preallocated buffer: ``update`` writes the new column in place (no ``torch.cat``
+    of the whole cache) and exposes the first ``width + 1`` columns."""
+
+    def __init__(self, kbuf: torch.Tensor, vbuf: torch.Tensor, width: int) -> None:
+        super().__init__()
+        self.kbuf, self.vbuf, self.width = kbuf, vbuf, width
+        self.keys, self.values = kbuf[:, :, :width], vbuf[:, :, :width]
+        self.device = kbuf.device
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        w, q = self.width, key_states.shape[2]
+        self.kbuf[:, :, w : w + q] = key_states
+        self.vbuf[:, :, w : w + q] = value_states
+        self.width = w + q
+        self.keys, self.values = self.kbuf[:, :, : self.width], self.vbuf[:, :, : self.width]
+        return self.keys, self.values
+
+
+def check_layers(cache: Any) -> None:
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers or ()}) or ["none"]
+        raise PMarkValueError(
+            f"batched decoding needs a cache of plain DynamicLayer layers, the model's has {', '.join(kinds)}: "
+            "generate one text at a time (batch_texts=1)"
+        )
+
+
+#: Rows per forward on a CPU: past ~64–128 rows a CPU step costs about proportionally more (measured on SmolLM2 in
+#: ``benchmarks/bench_throughput.py``), so more rows only add memory.
+CPU_ROWS = 128
+#: Context length a row's KV cache is sized for (prompt plus the text so far).
+SIZING_TOKENS = 1024
+
+
+def kv_bytes_per_token(model: Any) -> int:
+    """KV-cache bytes one row holds per token: layers × 2 × KV heads × head size × the model's element size."""
+    cfg = getattr(model, "config", None)
+    layers = int(getattr(cfg, "num_hidden_layers", 0) or 0)
+    heads = int(getattr(cfg, "num_key_value_heads", 0) or getattr(cfg, "num_attention_heads", 0) or 0)
+    hidden = int(getattr(cfg, "hidden_size", 0) or 0)
+    head_dim = int(
+        getattr(cfg, "head_dim", 0) or (hidden // max(int(getattr(cfg, "num_attention_heads", 1) or 1), 1))
+    )
+    size = torch.tensor([], dtype=getattr(model, "dtype", torch.float32)).element_size()
+    return max(layers * 2 * heads * head_dim * size, 1)
+
+
+def rows_for_memory(model: Any) -> int:
+    """Rows per forward pass: on CUDA, a quarter of the free memory over one row's KV cache at
+    :data:`SIZING_TOKENS` tokens (16 … 1024 rows); elsewhere :data:`CPU_ROWS`."""
+    device = getattr(model, "device", None)
+    if device is None or torch.device(device).type != "cuda":
+        return CPU_ROWS
+    free, _ = torch.cuda.mem_get_info(device)
+    per_row = kv_bytes_per_token(model) * SIZING_TOKENS
+    return int(min(max(free // 4 // per_row, 16), 1024))
+
+
+def cache_keyword(model: Any) -> str:
+    """The name under which ``model``'s forward takes (and its output returns) the KV cache.
+
+    ``"cache"`` where the forward has that parameter (transformers 5.x renamed ``past_key_values``: the old name
+    still works there but prints a 3-line ``FutureWarning`` on every call, "will be removed in version 5.40.0",
+    and a log line when the output's ``past_key_values`` is read), else ``"past_key_values"`` (transformers 4.x,
+    test fakes). The signature is read through the deprecation decorator (``inspect.signature`` follows
+    ``__wrapped__``).
+    """
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (AttributeError, TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def returned_cache(out: Any, keyword: str) -> Any:
+    """The KV cache of a forward's output ``out``, read under :func:`cache_keyword`'s name (no deprecated alias)."""
+    return getattr(out, keyword)
