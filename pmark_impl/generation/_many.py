@@ -6,9 +6,10 @@ seeds from the text's own generator (:func:`~pmark_impl.sampling._rows.row_seeds
 :meth:`~pmark_impl.sampling._sampler.LMSentenceSampler.sample` does), hands the request to the hub and waits. The
 hub (the calling thread) owns the :class:`~pmark_impl.sampling._engine.DecodeEngine`:
 
-1. it waits until every live text is blocked on a request or finished (a barrier: texts never run while the
-   engine decodes, so what is in a batch never depends on thread timing);
-2. it submits the new requests in text order, runs the engine until some request completes, and wakes its text.
+1. it lets the texts that can run (not started yet, or their request done) run **one at a time, lowest index
+   first** (a turn lasts until the text's next request or its end): texts never run while the engine decodes,
+   never two at once (tokenizers and encoders are shared), and what is in a batch never depends on thread timing;
+2. it submits the new requests in text order and runs the engine until some request completes.
 
 So a text's candidates — and hence its output — depend only on its key, seed and prompt, not on the other texts,
 ``batch_texts``, ``max_rows``, ``refill``, the rank or the process count (bit for bit on the float64 tiny LM; up
@@ -17,14 +18,17 @@ same bytes, because the schedule is a function of the inputs). Texts are grouped
 time (group ``g`` = texts ``g·B … g·B + B − 1``), so a sharded evaluation that gives whole groups to ranks forms the
 same batches whatever the number of processes.
 
-**Speculation** (refill with the same text's next batch, ``refill=True``): after a request of text ``i`` for ``n``
+**Speculation** (refill with the same text's next batch; ``speculate``, by default on accelerators only): after a request of text ``i`` for ``n``
 candidates of context ``c``, the hub also queues the *next* ``n`` rows of ``c``, with the seeds the text's
 generator will give next (drawn from a clone of it). They run only in slots no real row wants. If the text's next
 request is that one (offline PMark's next batch, SemStamp's and SimMark's retries), its rows are already under way;
-otherwise they are dropped. A speculative row has its own seed like any other, so a speculation changes the cost,
+otherwise they are dropped, and a text whose speculations keep being dropped (online PMark: one request per
+position) stops speculating (:data:`MIN_ADOPTION`). A speculative row has its own seed like any other, so a speculation changes the cost,
 never a candidate.
 
-A sampler without an engine (a test fake, a user's sampler) is driven one text at a time: same results.
+A sampler without an engine (a test fake, a user's sampler) or whose model cannot share a batch between contexts
+(sliding-window caches, batch-dependent RoPE: :func:`~pmark_impl.sampling._kv.batching_refusal`) is driven one
+text at a time: same results.
 """
 
 from __future__ import annotations
@@ -43,13 +47,22 @@ from pmark_theory._validate import PMarkValueError, check_positive_int
 __all__ = ["generate_many", "supports_batching"]
 
 
+#: A text keeps speculating while the estimated share of its speculations it uses exceeds this.
+MIN_ADOPTION = 0.2
+
+
 class _Aborted(Exception):
     """Raised in a text's thread when another text failed (the batch stops)."""
 
 
 def supports_batching(sampler: Any) -> bool:
-    """The sampler has a batched engine (:class:`~pmark_impl.sampling._sampler.LMSentenceSampler`)."""
-    return callable(getattr(sampler, "make_engine", None))
+    """The sampler has a batched engine (:class:`~pmark_impl.sampling._sampler.LMSentenceSampler`) and its model
+    can share a batch between contexts (``batching_refusal() is None``: no sliding-window cache, no RoPE scaling
+    that depends on the batch's positions)."""
+    if not callable(getattr(sampler, "make_engine", None)):
+        return False
+    refusal = getattr(sampler, "batching_refusal", None)
+    return not callable(refusal) or refusal() is None
 
 
 class _Client:
@@ -66,35 +79,57 @@ class _Client:
 
 
 class _Hub:
+    """The engine's side and the texts' side of one group (module docstring).
+
+    Text-side code runs one text at a time, in index order (a *turn*): a text runs from the moment it gets the
+    turn until its next request or its end. Tokenizers and encoders are shared by every text (a fast tokenizer
+    is not safe to call from two threads at once), and the order in which texts run never depends on timing.
+    """
+
     def __init__(self, sampler: Any, engine: Any, speculate: bool) -> None:
         self.sampler, self.engine, self.speculate = sampler, engine, speculate
         self.cond = threading.Condition()
         self.live: set[int] = set()
+        self.unstarted: set[int] = set()
+        self.turn: int | None = None  # the text allowed to run now (None: the engine's turn)
         self.new: dict[
             int, tuple[tuple[int, ...], list[int], Any]
         ] = {}  # text -> (context ids, seeds, next gen)
         self.waiting: dict[int, Any] = {}  # text -> its Request in the engine
         self.spec: dict[int, Any] = {}  # text -> its speculative Request
+        self.tally: dict[int, tuple[int, int]] = {}  # text -> (speculations resolved, speculations used)
         self.errors: dict[int, BaseException] = {}
         self.aborted = False
         self.on_sample: Callable[[int, list[Any]], None] | None = None
 
     # ---- text threads ----
 
+    def start(self, index: int) -> bool:
+        """Wait for text ``index``'s first turn; ``False``: the group was aborted before it started."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.aborted or self.turn == index)
+            return not self.aborted
+
     def request(self, index: int, context: str, n: int, generator: Any) -> list[Any]:
         n = check_positive_int("n", n)
-        ids = tuple(self.sampler._context_ids(context)[0].tolist())
-        seeds = row_seeds(generator, n)
-        ahead = None
-        if self.speculate:
-            ahead = torch.Generator(device=generator.device)
-            ahead.set_state(generator.get_state())
         with self.cond:
             if self.aborted:
                 raise _Aborted
+            ids = tuple(self.sampler._context_ids(context)[0].tolist())
+            seeds = row_seeds(generator, n)
+            ahead = None
+            if self.speculate:
+                ahead = torch.Generator(device=generator.device)
+                ahead.set_state(generator.get_state())
             self.new[index] = (ids, seeds, ahead)
+            self.turn = None
             self.cond.notify_all()
-            self.cond.wait_for(lambda: self.aborted or (index in self.waiting and self.waiting[index].done))
+            self.cond.wait_for(
+                lambda: (
+                    self.aborted
+                    or (self.turn == index and index in self.waiting and self.waiting[index].done)
+                )
+            )
             if self.aborted:
                 raise _Aborted
             req = self.waiting.pop(index)
@@ -108,56 +143,80 @@ class _Hub:
             self.live.discard(index)
             if error is not None and not isinstance(error, _Aborted):
                 self.errors[index] = error
+            if self.turn == index:
+                self.turn = None
             self.cond.notify_all()
 
     # ---- the engine thread ----
 
     def drive(self) -> None:
-        """Barrier, submit, decode, wake — until every text has finished (module docstring)."""
-        from pmark_impl.sampling._engine import Request
-
+        """Turns, submit, decode — until every text has finished (module docstring)."""
         while True:
             with self.cond:
-                self.cond.wait_for(self._everyone_blocked)
-                if self.errors:
-                    self.aborted = True
-                    self.cond.notify_all()
+                if not self._run_texts():
                     return
-                if not self.live:
-                    return
-                for i in sorted(self.new):
-                    ids, seeds, ahead = self.new.pop(i)
-                    req = self._adopt(i, ids, seeds)
-                    if req is None:
-                        req = Request(i, ids, seeds)
-                        self.engine.submit(req)
-                    self.waiting[i] = req
-                    if ahead is not None:
-                        spec = Request(i, ids, row_seeds(ahead, len(seeds)))
-                        self.engine.submit(spec, speculative=True)
-                        self.spec[i] = spec
-                ready = [i for i, r in self.waiting.items() if r.done]
-            if not ready:
-                done = self.engine.run()
-                if not done:
-                    raise RuntimeError("decode engine stalled with texts waiting (internal error)")
-            with self.cond:
-                self.cond.notify_all()
+                self._submit()
+            if any(r.done for r in self.waiting.values()):
+                continue  # an adopted speculation already finished: its text runs first
+            if not self.engine.run():
+                raise RuntimeError("decode engine stalled with texts waiting (internal error)")
 
-    def _everyone_blocked(self) -> bool:
-        """Every live text has a new request or waits on an unfinished one (a woken text has not yet moved)."""
-        return all(i in self.new or (i in self.waiting and not self.waiting[i].done) for i in self.live)
+    def _run_texts(self) -> bool:
+        """Give the turn to each text that can run (not started, or its request done), lowest index first, until
+        none can; ``False``: the group is over (every text finished, or one failed: the others are aborted)."""
+        while True:
+            self.cond.wait_for(lambda: self.turn is None)
+            if self.errors:
+                self.aborted = True
+                self.cond.notify_all()
+                return False
+            ready = [
+                i for i in self.live if i in self.unstarted or (i in self.waiting and self.waiting[i].done)
+            ]
+            if not ready:
+                return bool(self.live)
+            self.turn = min(ready)
+            self.unstarted.discard(self.turn)
+            self.cond.notify_all()
+
+    def _submit(self) -> None:
+        """The texts' new requests into the engine, in text order (a matching speculation is adopted instead)."""
+        from pmark_impl.sampling._engine import Request
+
+        for i in [i for i in self.spec if i not in self.live]:  # a finished text's speculation
+            self.engine.cancel(self.spec.pop(i))
+        for i in sorted(self.new):
+            ids, seeds, ahead = self.new.pop(i)
+            req = self._adopt(i, ids, seeds)
+            if req is None:
+                req = Request(i, ids, seeds)
+                self.engine.submit(req)
+            self.waiting[i] = req
+            if ahead is not None and self._worth_speculating(i):
+                spec = Request(i, ids, row_seeds(ahead, len(seeds)))
+                self.engine.submit(spec, speculative=True)
+                self.spec[i] = spec
 
     def _adopt(self, index: int, ids: tuple[int, ...], seeds: list[int]) -> Any:
         """The text's speculative request if it is exactly this request (then promoted), else ``None``."""
         spec = self.spec.pop(index, None)
         if spec is None:
             return None
+        tried, used = self.tally.get(index, (0, 0))
         if spec.context_ids == ids and spec.seeds == seeds:
+            self.tally[index] = (tried + 1, used + 1)
             self.engine.promote(spec)
             return spec
+        self.tally[index] = (tried + 1, used)
         self.engine.cancel(spec)
         return None
+
+    def _worth_speculating(self, index: int) -> bool:
+        """Speculate for a text while its speculations get used: Laplace estimate of its adoption rate above
+        :data:`MIN_ADOPTION` (a text that never retries at one context — online PMark — stops after three unused ones;
+        its speculated rows would only make every forward pass wider)."""
+        tried, used = self.tally.get(index, (0, 0))
+        return (used + 1) / (tried + 2) > MIN_ADOPTION
 
 
 def generate_many(
@@ -169,6 +228,7 @@ def generate_many(
     seeds: int | Sequence[int] = 0,
     batch_texts: int = 8,
     refill: bool = True,
+    speculate: bool | None = None,
     max_rows: int | None = None,
     on_sample: Callable[[int, list[Any]], None] | None = None,
     **options: Any,
@@ -184,8 +244,12 @@ def generate_many(
       seeds: one seed per prompt, or one seed for every prompt.
       batch_texts: texts per group (groups fixed by index, module docstring); 1: one text at a time (its
         speculated next batches still share its forward passes).
-      refill: continuous batching (a finished row's slot goes to the next queued row at once, and the next batch
-        of a text is speculated); ``False``: static batches (a batch drains before the next forms).
+      refill: continuous batching (a finished row's slot goes to the next queued row at once); ``False``: static
+        batches (a batch drains before the next forms).
+      speculate: decode a text's next batch at the same context ahead, in slots no real row wants (with
+        ``refill``). Default: on an accelerator only — on a CPU a pass costs about proportionally more per row
+        (16 rows ~75 ms, 128 rows ~230 ms on SmolLM2, 2 cores), so speculated rows that end unused cost real time
+        (offline N = 64, 8 texts: 98 s with speculation, 89 s without; ``benchmarks/bench_throughput.py``).
       max_rows: rows per forward pass (default: ``sampler.default_max_rows()``, sized from memory).
       on_sample: ``on_sample(i, candidates)`` after each sampler call of text ``i`` (counting).
       **options: every other keyword of :func:`pmark_impl.generate` (``scheme``, ``n_candidates``,
@@ -195,8 +259,9 @@ def generate_many(
       The texts' :class:`GenerationResult` s, in prompt order.
 
     Raises:
-      PMarkValueError: bad arguments (as :func:`pmark_impl.generate`, checked for every prompt before any work), or
-        the first failing text's error (by index).
+      PMarkValueError: a prompt that is not a string or bad seeds (before any work); bad options (as
+        :func:`pmark_impl.generate`: every text checks them before its first sampler call); the first failing text's
+        error (by index).
     """
     from pmark_impl.generation._watermark import generate
 
@@ -204,6 +269,9 @@ def generate_many(
         raise PMarkValueError("prompts must be a list of str")
     if "seed" in options:
         raise PMarkValueError("generate_many takes seeds=, not seed=")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise PMarkValueError(f"prompts[{i}] must be a str, got {type(prompt).__name__}")
     count = len(prompts)
     seed_list = [check_seed(seeds)] * count if isinstance(seeds, int) else [check_seed(s) for s in seeds]
     if len(seed_list) != count:
@@ -216,14 +284,35 @@ def generate_many(
             for i, (p, s) in enumerate(zip(prompts, seed_list))
         ]
     rows = check_positive_int("max_rows", max_rows) if max_rows is not None else None
+    if speculate is None:
+        speculate = _accelerated(sampler)
     out: list[GenerationResult] = []
     for lo in range(0, count, batch_texts):
         group = range(lo, min(lo + batch_texts, count))
-        engine = sampler.make_engine(max_rows=rows or sampler.default_max_rows(), refill=refill)
+        engine = sampler.make_engine(
+            max_rows=rows or sampler.default_max_rows(), refill=refill, prefills=2 * len(group) + 2
+        )
         out.extend(
-            _run_group(engine, sampler, key, encoder, prompts, seed_list, group, on_sample, refill, options)
+            _run_group(
+                engine,
+                sampler,
+                key,
+                encoder,
+                prompts,
+                seed_list,
+                group,
+                on_sample,
+                refill and speculate,
+                options,
+            )
         )
     return out
+
+
+def _accelerated(sampler: Any) -> bool:
+    """The sampler's model is on an accelerator (not the CPU)."""
+    device = getattr(getattr(sampler, "model", None), "device", None)
+    return device is not None and torch.device(device).type != "cpu"
 
 
 def _run_group(
@@ -247,13 +336,14 @@ def _run_group(
     def work(i: int) -> None:
         error = None
         try:
-            results[i] = generate(key, _Client(hub, i), encoder, prompts[i], seed=seeds[i], **options)
+            if hub.start(i):
+                results[i] = generate(key, _Client(hub, i), encoder, prompts[i], seed=seeds[i], **options)
         except BaseException as exc:  # reported by the hub, re-raised in the caller
             error = exc
         finally:
             hub.finished(i, error)
 
-    hub.live = set(group)
+    hub.live, hub.unstarted = set(group), set(group)
     threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"pmark-text-{i}") for i in group]
     for t in threads:
         t.start()

@@ -29,9 +29,9 @@ batch-mates), in float32, without access to raw logits (no float64 law), and sto
 ``max_new_tokens`` (no stopping rule on decoded text). Each of these breaks a guarantee above, so the engine keeps
 its own loop over a ``DynamicCache`` and uses the library for the forward passes only.
 
-Supported caches: every layer a plain ``DynamicLayer`` (full attention; e.g. Llama, SmolLM2, Qwen2, GPT-2 via the
-cache API). A model with sliding-window or quantised cache layers is refused with one line (use one text at a
-time, ``batch_texts=1``).
+Supported models: a cache of plain ``DynamicLayer`` layers (full attention: Llama, SmolLM2, Qwen2, OPT, ...) and
+RoPE whose frequencies do not depend on the batch (:func:`~pmark_impl.sampling._kv.batching_refusal`);
+:func:`~pmark_impl.generation._many.generate_many` runs any other model one text at a time (same texts).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from pmark_impl.sampling._kv import BufferLayer, cache_keyword, check_layers, re
 from pmark_impl.sampling._rows import row_generators, row_uniforms, sample_rows
 from pmark_impl.sampling._token_law import Candidate
 
-__all__ = ["HEADROOM", "PREFILL_ENTRIES", "DecodeEngine", "Request"]
+__all__ = ["HEADROOM", "DecodeEngine", "Request"]
 
 
 class _Row:
@@ -99,6 +99,8 @@ class DecodeEngine:
         stopping rule the rows use.
       max_rows: slots (rows per forward pass).
       refill: admit queued rows as soon as slots free (``False``: only when every slot is dead: static batches).
+      prefills: contexts whose prefill (logits and KV) is kept, least recently used dropped (a text's next batch
+        and its speculation reuse it); ``generate_many`` keeps two per text of the group.
 
     Attributes:
       stats: ``steps`` (forward passes), ``row_steps`` (tokens sampled), ``slot_steps`` (slots summed over
@@ -107,8 +109,9 @@ class DecodeEngine:
         :meth:`run`: everything the engine does, without the texts' own work between calls).
     """
 
-    def __init__(self, sampler: Any, max_rows: int, refill: bool = True) -> None:
+    def __init__(self, sampler: Any, max_rows: int, refill: bool = True, prefills: int = 16) -> None:
         self.sampler = sampler
+        self.prefills = max(int(prefills), 1)
         self.model = sampler.model
         self.max_rows = int(max_rows)
         self.refill = bool(refill)
@@ -231,7 +234,11 @@ class DecodeEngine:
         )
         returned_cache(out, kw)
         self.width = w + 1
-        moved = torch.ones(len(self.slots), dtype=torch.long, device=self.mask.device)
+        # positions advance for live rows only: a dead slot's position never grows (learned position tables have
+        # a size, and a pending slot's first real token takes the position after its context)
+        moved = torch.tensor(
+            [int(r is not None) for r in self.slots], dtype=torch.long, device=self.mask.device
+        )
         moved[pending] = 0
         self.pos = self.pos + moved
         new_logits = out.logits[:, -1, :]
@@ -275,7 +282,7 @@ class DecodeEngine:
                 dead = [j for j, r in enumerate(self.slots) if r is None]
         for j, row, (logits, kv) in zip(dead, rows, entries):
             self._place(j, row, logits, kv)
-        while len(self._prefills) > PREFILL_ENTRIES:  # least recently used first
+        while len(self._prefills) > self.prefills:  # least recently used first
             self._prefills.pop(next(iter(self._prefills)))
 
     def _reset(self, rows: int, width: int, entry: tuple[torch.Tensor, Any] | None) -> None:
@@ -373,5 +380,3 @@ class DecodeEngine:
 
 #: Free columns a buffer gets beyond what it needs when it is (re)allocated.
 HEADROOM = 64
-#: Prefills kept (least recently used dropped): a text's next batch and its speculation reuse its context's.
-PREFILL_ENTRIES = 64

@@ -16,9 +16,11 @@ from transformers.cache_utils import DynamicLayer
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
+    "BATCH_DEPENDENT_ROPE",
     "CPU_ROWS",
     "SIZING_TOKENS",
     "BufferLayer",
+    "batching_refusal",
     "check_layers",
     "kv_bytes_per_token",
     "rows_for_memory",
@@ -45,6 +47,35 @@ class BufferLayer(DynamicLayer):
         return self.keys, self.values
 
 
+#: RoPE variants whose frequencies transformers recomputes from the batch's largest position id: a row's logits
+#: would depend on its batch-mates' positions.
+BATCH_DEPENDENT_ROPE = ("dynamic", "longrope")
+
+
+def batching_refusal(model: Any) -> str | None:
+    """Why the engine cannot batch several contexts on ``model`` (``None``: it can).
+
+    Refused: a cache with other layers than plain ``DynamicLayer`` (sliding-window, quantised, linear-attention
+    layers, as ``DynamicCache(config=model.config)`` lays them out), and RoPE scaling of a type in
+    :data:`BATCH_DEPENDENT_ROPE`. Such models are generated one text at a time (same texts, no shared passes).
+    """
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return "the model has no config"
+    for name in ("rope_scaling", "rope_parameters"):
+        rope = getattr(cfg, name, None)
+        if isinstance(rope, dict) and (rope.get("rope_type") or rope.get("type")) in BATCH_DEPENDENT_ROPE:
+            return f"its RoPE scaling {rope.get('rope_type') or rope.get('type')!r} depends on the batch's positions"
+    try:
+        from transformers import DynamicCache
+
+        layers = DynamicCache(config=cfg).layers
+    except Exception as exc:  # a config transformers cannot lay out: do not guess
+        return f"its cache layout is unknown ({type(exc).__name__})"
+    kinds = sorted({type(layer).__name__ for layer in layers if type(layer) is not DynamicLayer})
+    return f"its cache has {', '.join(kinds)} layers" if kinds else None
+
+
 def check_layers(cache: Any) -> None:
     from transformers.cache_utils import DynamicLayer
 
@@ -53,7 +84,7 @@ def check_layers(cache: Any) -> None:
         kinds = sorted({type(layer).__name__ for layer in layers or ()}) or ["none"]
         raise PMarkValueError(
             f"batched decoding needs a cache of plain DynamicLayer layers, the model's has {', '.join(kinds)}: "
-            "generate one text at a time (batch_texts=1)"
+            "generate_many runs such a model one text at a time (batching_refusal)"
         )
 
 
@@ -78,14 +109,15 @@ def kv_bytes_per_token(model: Any) -> int:
 
 
 def rows_for_memory(model: Any) -> int:
-    """Rows per forward pass: on CUDA, a quarter of the free memory over one row's KV cache at
-    :data:`SIZING_TOKENS` tokens (16 … 1024 rows); elsewhere :data:`CPU_ROWS`."""
+    """Rows per forward pass: on CUDA, a quarter of the device's **total** memory (not its free memory, which
+    varies with the allocator's cache and between ranks: the batch shapes, hence float32 bytes, would vary) over
+    one row's KV cache at :data:`SIZING_TOKENS` tokens (16 … 1024 rows); elsewhere :data:`CPU_ROWS`."""
     device = getattr(model, "device", None)
     if device is None or torch.device(device).type != "cuda":
         return CPU_ROWS
-    free, _ = torch.cuda.mem_get_info(device)
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     per_row = kv_bytes_per_token(model) * SIZING_TOKENS
-    return int(min(max(free // 4 // per_row, 16), 1024))
+    return int(min(max(total // 4 // per_row, 16), 1024))
 
 
 def cache_keyword(model: Any) -> str:

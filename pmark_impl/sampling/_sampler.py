@@ -156,11 +156,18 @@ class LMSentenceSampler:
         # (model, key, last-position logits [1, V], prefill cache) of the last context, or None
         self._prefill_entry: tuple[Any, tuple, torch.Tensor, Any] | None = None
 
-    def make_engine(self, max_rows: int, refill: bool = True) -> Any:
+    def make_engine(self, max_rows: int, refill: bool = True, prefills: int = 16) -> Any:
         """A :class:`~pmark_impl.sampling._engine.DecodeEngine` over this sampler (many contexts per batch)."""
         from pmark_impl.sampling._engine import DecodeEngine
 
-        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill)
+        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill, prefills)
+
+    def batching_refusal(self) -> str | None:
+        """Why several contexts cannot share a batch on this model (:func:`pmark_impl.sampling._kv.batching_refusal`),
+        or ``None``."""
+        from pmark_impl.sampling._kv import batching_refusal
+
+        return batching_refusal(self.model)
 
     def default_max_rows(self) -> int:
         """Rows per forward pass, sized from memory (:func:`pmark_impl.sampling._kv.rows_for_memory`)."""

@@ -96,6 +96,7 @@ def generate_cases(draw: Any, assets: Assets) -> CliCase:
     c.opt("--top-p", (None, "0.95", "1"), ("0", "1.5"))
     c.opt("--seed", (None, "0", str(2**63 - 1)), ("-1", str(2**63)))
     c.opt("--device", (None, "cpu"), ("tpu", "cuda:99999"))
+    c.opt("--dtype", (None, "float32"), ("float8", "int8"))
     c.opt("--green-seeding", (None, "position"), ("x",), odd=("cell",))
     c.opt("--simmark-low", (None,), ("-2", "nan"), odd=("0.5",))
     c.opt("--model", (None, "some/model"), odd=("/no/such/model.gguf", ""))

@@ -106,6 +106,8 @@ def evaluate_cases(draw: Any, assets: Assets) -> CliCase:
     else:
         c.argv += ["--attack", draw(st.sampled_from(EVAL_ATTACKS))]
     c.opt("--grid", (None,), ("N=4", "N=0 b=1", "b=1"), odd=("N=4 b=1", "N=8,12 b=3", "N=4,4 b=1"))
+    c.opt("--batch-texts", (None, "1", "3"), ("0", "4097", "x"))
+    c.opt("--dtype", (None, "float32"), ("float8", "int8"))
     c.opt("--lsh-dim", (None, "3"), ("17", "31"), odd=("16",))
     c.opt("--device", (None, "cpu"), ("tpu",))
     c.opt("--seed", (None, "0", "3"), ("-1",))

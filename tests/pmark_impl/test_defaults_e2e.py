@@ -11,7 +11,8 @@ The models: the CLI's loaders are replaced by the richer tiny LM of ``test_power
 bag-of-words encoder (each word a fixed Gaussian vector from its SHA-256, a sentence the normalised sum, 64-d) so
 that 100 texts per mode fit in a test run; the real MiniLM runs in ``test_power_real``.
 
-Statistics. Power: ``k`` of ``n`` texts detected at ``alpha = 0.01`` must be ``>= ceil(0.95 n)``. Null: for
+Statistics. Power: ``k`` of ``n`` texts detected at ``alpha = 0.01`` must reach the ``1e-3`` quantile of
+``Binomial(n, 0.95)`` (the claim "power >= 0.95" as a test with false alarm ``<= 1e-3``; :func:`_check_power`). Null: for
 unwatermarked texts of the same LM under independent random keys, the rejection count at ``alpha`` in {0.05, 0.01}
 must not exceed the ``1e-3`` upper quantile of ``Binomial(n, alpha)`` (a valid test rejects at most that often
 with probability ``>= 0.999``), and the one-sided Kolmogorov–Smirnov test of "p-values stochastically no smaller
@@ -145,9 +146,18 @@ def _null_pvalues(tmp_path, capsys, sampler, mode: str, n: int, extra: tuple[str
     return out
 
 
+#: The power claimed (issue 12): >= 95% of texts detected at ALPHA.
+POWER = 0.95
+
+
 def _check_power(pvalues: list[float]) -> None:
+    """The claim "power >= 0.95" tested as a hypothesis (false alarm <= 1e-3): the detected count must reach the
+    1e-3 quantile of Binomial(n, 0.95) (8 texts: 5, 100 texts: 87). A fixed share (``>= ceil(0.95 n)``) failed at
+    the claimed power itself: online's measured power is 0.947 (284/300 texts, issue 26's streams) and 0.96
+    (288/300, the earlier streams), so a 100-text sample falls below 95 about half the time."""
     hits = sum(p <= ALPHA for p in pvalues)
-    assert hits >= math.ceil(0.95 * len(pvalues)), (hits, len(pvalues), sorted(pvalues)[-5:])
+    floor = int(stats.binom.ppf(1e-3, len(pvalues), POWER))
+    assert hits >= floor, (hits, len(pvalues), floor, sorted(pvalues)[-5:])
 
 
 def _null_verdicts(pvalues: list[float]) -> dict[str, bool]:

@@ -81,6 +81,7 @@ def test_batched_texts_equal_one_at_a_time(scheme, batch, refill, sampler, key, 
         scheme=scheme,
         batch_texts=batch,
         refill=refill,
+        speculate=refill,  # the CPU default is off: exercise the speculated rows here
         max_sentences=4,
         **SCHEMES[scheme],
     )
@@ -100,6 +101,7 @@ def test_small_slot_budgets(scheme, rows, sampler, key, one_at_a_time):
         scheme=scheme,
         batch_texts=8,
         max_rows=rows,
+        speculate=True,
         max_sentences=4,
         **SCHEMES[scheme],
     )
@@ -119,6 +121,7 @@ def test_speculation_is_used_and_wasted_rows_counted(sampler, key, monkeypatch):
         seeds=1,
         scheme="offline",
         max_sentences=3,
+        speculate=True,
         **SCHEMES["offline"],
     )
     stats = engines[0].stats
@@ -158,6 +161,7 @@ def _first_sentence_chi2(tiny_lm, key, mutate=None, monkeypatch=None) -> float:
         max_sentences=1,
         batch_texts=50,
         max_rows=12,
+        speculate=True,
     )
     index = {t: i for i, t in enumerate(texts)}
     counts = np.bincount([index[r.sentences[0] if r.sentences else ""] for r in out], minlength=len(texts))
@@ -239,7 +243,7 @@ def test_request_does_not_depend_on_its_batch(sampler):
 
 def test_a_failing_text_stops_the_batch(sampler, key):
     enc = FakeEncoder(DIM)
-    with pytest.raises(PMarkValueError, match="prompt"):
+    with pytest.raises(PMarkValueError, match=r"prompts\[1\] must be a str"):
         generate_many(key, sampler, enc, ["the cat", 5, "dog"], scheme="online", n_candidates=4)
     with pytest.raises(PMarkValueError, match="seeds has 2 entries for 3 prompts"):
         generate_many(key, sampler, enc, ["a", "b", "c"], seeds=[1, 2])
@@ -255,8 +259,52 @@ def test_sliding_window_cache_is_refused():
 
     cache = DynamicCache()
     cache.layers.append(DynamicSlidingWindowLayer(sliding_window=4))
-    with pytest.raises(PMarkValueError, match="batch_texts=1"):
+    with pytest.raises(PMarkValueError, match="one text at a time"):
         check_layers(cache)
+
+
+@pytest.mark.parametrize("layout", ["sliding", "dynamic-rope"])
+def test_unbatchable_models_run_one_text_at_a_time(layout, key, monkeypatch):
+    """A sliding-window cache or a RoPE whose frequencies follow the batch's largest position: generate_many runs
+    the texts one at a time (the engine is never made) and gives generate's texts."""
+    from pmark_impl.sampling._tiny import make_tiny_lm
+
+    model, tok = make_tiny_lm(seed=0)
+    if layout == "sliding":
+        model.config.layer_types = ["sliding_attention", "full_attention"]
+        model.config.sliding_window = 64
+    else:
+        model.config.rope_parameters = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    lm = LMSentenceSampler(model, tok, SamplingConfig(temperature=1.0, max_sentence_tokens=6))
+    assert lm.batching_refusal() is not None
+    monkeypatch.setattr(lm, "make_engine", lambda **kw: pytest.fail("an engine was made"), raising=False)
+    enc = FakeEncoder(DIM)
+    many = generate_many(key, lm, enc, PROMPTS[:3], seeds=SEEDS[:3], scheme="offline", max_sentences=2)
+    one = [
+        generate(key, lm, enc, p, seed=s, scheme="offline", max_sentences=2)
+        for p, s in zip(PROMPTS, SEEDS[:3])
+    ]
+    assert _same(many, one)
+
+
+def test_a_text_failing_mid_run_stops_the_group(sampler, key):
+    """An encoder that fails on its 5th call (inside some text's step, after other texts have decoded): the error
+    reaches the caller, every text thread ends, nothing hangs."""
+    import threading
+
+    class Failing(FakeEncoder):
+        calls = 0
+
+        def encode(self, texts):
+            Failing.calls += 1
+            if Failing.calls == 5:
+                raise RuntimeError("encoder broke")
+            return super().encode(texts)
+
+    before = threading.active_count()
+    with pytest.raises(RuntimeError, match="encoder broke"):
+        generate_many(key, sampler, Failing(DIM), PROMPTS, seeds=SEEDS, scheme="online", n_candidates=8)
+    assert threading.active_count() == before
 
 
 @pytest.mark.parametrize("n", [1, 7, 16, 33])
@@ -266,3 +314,13 @@ def test_groups_do_not_depend_on_the_process_count(n):
         parts = [g for r in range(size) for g in World(r, size).shard_groups(n, 4)]
         assert sorted(parts, key=lambda g: g.start) == one
     assert [i for g in one for i in g] == list(range(n))
+
+
+def test_speculation_defaults_to_accelerators_only():
+    from types import SimpleNamespace
+
+    from pmark_impl.generation._many import _accelerated
+
+    assert not _accelerated(SimpleNamespace(model=SimpleNamespace(device=torch.device("cpu"))))
+    assert _accelerated(SimpleNamespace(model=SimpleNamespace(device="cuda:0")))
+    assert not _accelerated(SimpleNamespace())

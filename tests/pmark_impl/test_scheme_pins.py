@@ -149,7 +149,8 @@ def test_pinned_bytes(case, sampler, encoder):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_pinned_bytes_batched(case, sampler, encoder):
-    """The pinned text, generated as the middle of three texts sharing forward passes (refill, 5 rows a pass)."""
+    """The pinned text, generated as the middle of three texts sharing forward passes (refill, speculation, 5 rows a
+    pass)."""
     transform, gen_opts, _ = CASES[case]
     key = _key() if transform is None else transform(_key())
     results = generate_many(
@@ -160,6 +161,7 @@ def test_pinned_bytes_batched(case, sampler, encoder):
         seeds=[4, 11, 9],
         batch_texts=3,
         max_rows=5,
+        speculate=True,
         max_sentences=4,
         **gen_opts,
     )
