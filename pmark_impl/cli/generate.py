@@ -64,8 +64,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **device)
     bar = models.progress_bar(args.max_sentences, f"pmark {scheme.name}")
     try:
-        # one text through the batched engine: a scheme's next batch (offline, retries) is decoded ahead in the
-        # slots its current batch leaves free; the text is the one generate() gives (issue 26)
+        # one text through the batched engine: on an accelerator a scheme's next batch (offline, retries) is
+        # decoded ahead in the slots its current batch leaves free; the text is the one generate() gives (issue 26)
         (result,) = generate_many(
             key,
             sampler,

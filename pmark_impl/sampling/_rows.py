@@ -15,14 +15,16 @@ how many uniforms a step consumes depends on which rows are still active. So:
 3. the token is the inverse CDF of the row's filtered law at that uniform, in **vocabulary-id order**
    (:func:`sample_rows`): ``min{j : Σ_{i≤j} p_i > u Σ_i p_i}``. The result is a function of the row's logits and
    its uniform only: the nucleus shortlist (same set as the full stable sort, :func:`~pmark_impl.sampling._token_law._nucleus_cut`)
-   is decided per row and sorted back to id order, so it gives the same token as the full-vocabulary route.
+   is decided per row and sorted back to id order, so it gives the same token as the full-vocabulary route (up to
+   float64 rounding of the two normalisers, :func:`sample_rows`).
 
 Law: ``u`` uniform on ``[0, 1)`` and the inverse CDF give token ``j`` with probability ``p_j / Σ p`` exactly (the
 float64 cumulative sums round at ~1e-16 relative); rows are independent (their seeds are distinct draws of one
 generator; PyTorch's Mersenne-Twister/Philox streams from distinct seeds are treated as independent, as every
 seeded simulation does). So the candidates are i.i.d. draws of the sampler's law ``P_M`` — C1's premise — and a
 row's text is identical wherever and whenever it is decoded, up to the logits: those are bit-identical for the
-float64 tiny LM and equal to float32 rounding (~1e-6) for a float32 model whose kernels depend on the batch shape.
+float64 tiny LM and equal up to float32 rounding (4e-5 measured on SmolLM2, CPU) for a float32 model whose kernels
+depend on the batch shape.
 """
 
 from __future__ import annotations
@@ -63,7 +65,9 @@ def sample_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Te
 
     Rows whose top-p nucleus fits the :data:`~pmark_impl.sampling._token_law.NUCLEUS_SHORTLIST` (top-p without
     top-k, cut between distinct logits) are drawn from the nucleus alone, sorted back to id order; the other rows
-    from the whole filtered law. Both routes select the same token for the same uniform (module docstring).
+    from the whole filtered law. Both routes select the same token for the same uniform up to float64 rounding (the
+    shortlist normalises by a chunked logsumexp, the full route by its softmax: a token differs only where the
+    uniform falls within ~1e-16 of a CDF step); the route is decided by the row alone.
 
     Args:
       logits: ``[n, V]`` raw next-token logits.

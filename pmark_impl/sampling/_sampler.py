@@ -80,7 +80,6 @@ from pmark_impl.sampling._token_law import (
     SamplingConfig,
     close_capped,
     filtered_logprobs,
-    sample_next_tokens,
 )
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -94,7 +93,6 @@ __all__ = [
     "close_capped",
     "filtered_logprobs",
     "returned_cache",
-    "sample_next_tokens",
 ]
 
 #: Tokens decoded per step to look for a new sentence boundary (see the module docstring).

@@ -23,7 +23,6 @@ __all__ = [
     "close_capped",
     "exclusive_cumsum",
     "filtered_logprobs",
-    "sample_next_tokens",
 ]
 
 #: The possible ``Candidate.outcome`` values.
@@ -121,50 +120,9 @@ def filtered_logprobs(logits: torch.Tensor, config: SamplingConfig) -> torch.Ten
     return torch.log_softmax(x, dim=-1)
 
 
-#: Largest nucleus :func:`sample_next_tokens` draws from directly (the rest goes through the full vocabulary).
+#: Largest nucleus :func:`pmark_impl.sampling._rows.sample_rows` draws from directly (the rest goes through the full
+#: vocabulary).
 NUCLEUS_SHORTLIST = 256
-
-
-def sample_next_tokens(
-    logits: torch.Tensor, config: SamplingConfig, generator: torch.Generator
-) -> torch.Tensor:
-    """One token per row from the law ``exp(filtered_logprobs(logits, config))``.
-
-    With top-p and no top-k, when every row's nucleus lies within the :data:`NUCLEUS_SHORTLIST` largest logits
-    and its cut falls between distinct logits (the fast path of ``_top_p_drop``), the token is drawn from the
-    nucleus alone: probabilities ``p_i / Σ_(kept) p_j``, the same law without the full-vocabulary masking,
-    log-softmax, exponential and multinomial (a fifth of a decoding step at N = 64 on SmolLM2). Otherwise, a
-    multinomial over the whole filtered law.
-
-    Args:
-      logits: ``[n, V]`` raw next-token logits.
-      config: the sampling configuration.
-      generator: the random source (on the logits' device).
-
-    Returns:
-      ``[n]`` token ids.
-    """
-    short = _nucleus_shortlist(logits, config)
-    if short is not None:
-        idx, weights = short
-        return idx.gather(-1, torch.multinomial(weights, 1, generator=generator)).squeeze(1)
-    probs = filtered_logprobs(logits, config).exp_()
-    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
-
-
-def _nucleus_shortlist(
-    logits: torch.Tensor, config: SamplingConfig
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(token ids [n, k], unnormalised probabilities [n, k])`` of every row's nucleus, or ``None`` (module doc)."""
-    if config.top_p >= 1.0 or 0 < config.top_k < logits.shape[-1]:
-        return None
-    p, cut = _nucleus_cut(logits.to(torch.float64) / config.temperature, config.top_p, NUCLEUS_SHORTLIST)
-    if cut is None:
-        return None
-    _, idx, kept = cut
-    k = idx.shape[-1] - 1
-    inside = torch.arange(k, device=idx.device) < kept
-    return idx[:, :k], torch.where(inside, p.gather(-1, idx[:, :k]), 0.0)
 
 
 def _nucleus_cut(

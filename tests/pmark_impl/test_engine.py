@@ -69,22 +69,26 @@ def _same(a, b) -> bool:
     return [(r.text, r.steps) for r in a] == [(r.text, r.steps) for r in b]
 
 
-@pytest.mark.parametrize("scheme", sorted(SCHEMES))
-@pytest.mark.parametrize(("batch", "refill"), [(1, True), (3, True), (3, False), (8, True), (8, False)])
-def test_batched_texts_equal_one_at_a_time(scheme, batch, refill, sampler, key, one_at_a_time):
-    many = generate_many(
+def _many(sampler, key, scheme: str, **options):
+    """Every prompt of :data:`PROMPTS` through ``generate_many`` with ``scheme``'s sizes (4 sentences)."""
+    return generate_many(
         key,
         sampler,
         FakeEncoder(DIM),
         PROMPTS,
         seeds=SEEDS,
         scheme=scheme,
-        batch_texts=batch,
-        refill=refill,
-        speculate=refill,  # the CPU default is off: exercise the speculated rows here
         max_sentences=4,
         **SCHEMES[scheme],
+        **options,
     )
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize(("batch", "refill"), [(1, True), (3, True), (3, False), (8, True), (8, False)])
+def test_batched_texts_equal_one_at_a_time(scheme, batch, refill, sampler, key, one_at_a_time):
+    # the CPU default of speculate is off: exercise the speculated rows wherever refill is on
+    many = _many(sampler, key, scheme, batch_texts=batch, refill=refill, speculate=refill)
     assert _same(many, one_at_a_time[scheme])
 
 
@@ -92,19 +96,7 @@ def test_batched_texts_equal_one_at_a_time(scheme, batch, refill, sampler, key, 
 @pytest.mark.parametrize("rows", [1, 3, 7])
 def test_small_slot_budgets(scheme, rows, sampler, key, one_at_a_time):
     """1 slot: every row queues; 3 and 7: dead slots, compaction, widening and eviction of speculated rows."""
-    many = generate_many(
-        key,
-        sampler,
-        FakeEncoder(DIM),
-        PROMPTS,
-        seeds=SEEDS,
-        scheme=scheme,
-        batch_texts=8,
-        max_rows=rows,
-        speculate=True,
-        max_sentences=4,
-        **SCHEMES[scheme],
-    )
+    many = _many(sampler, key, scheme, batch_texts=8, max_rows=rows, speculate=True)
     assert _same(many, one_at_a_time[scheme])
 
 

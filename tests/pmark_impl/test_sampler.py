@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
+from pmark_impl.sampling._rows import _rows_in_shortlist, row_generators, row_uniforms, sample_rows
 from pmark_impl.sampling._sampler import (
     CAP_MARK,
     DECODE_WINDOW,
@@ -33,9 +34,7 @@ from pmark_impl.sampling._segment import split_sentences
 from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
 from pmark_impl.sampling._token_law import (
     NUCLEUS_SHORTLIST,
-    _nucleus_shortlist,
     _top_p_drop,
-    sample_next_tokens,
 )
 from pmark_theory._validate import PMarkValueError
 
@@ -594,33 +593,35 @@ def test_smollm2_savings_give_the_same_candidates(smollm2):
 )
 @settings(max_examples=40, deadline=None)
 def test_nucleus_shortlist_is_the_filtered_law(seed, scale, top_p, temperature):
-    """Where the shortlist route applies, its normalised weights equal ``exp(filtered_logprobs)`` entry by entry
-    (1e-12), and no token outside it has mass; where it declines, the full route is the one used."""
+    """Where the shortlist route applies to a row, its normalised weights equal ``exp(filtered_logprobs)`` entry by
+    entry (1e-12), and no token outside it has mass; where it declines, the row's nucleus is wider than the
+    shortlist or its cut falls between equal logits (the route ``sample_rows`` takes, row by row)."""
     gen = torch.Generator().manual_seed(seed)
     logits = torch.randn(6, 700, generator=gen, dtype=torch.float32) * scale
     logits[0, :3] = logits[0, 3]  # equal logits at the top
     cfg = SamplingConfig(temperature=temperature, top_p=top_p)
     full = filtered_logprobs(logits, cfg).exp()
-    short = _nucleus_shortlist(logits, cfg)
-    if short is None:  # it declines only for a nucleus wider than the shortlist or a tie at the cut
-        x = logits.double() / temperature
-        wide = bool(((full > 0).sum(-1) > NUCLEUS_SHORTLIST).any())
-        lowest_in = torch.where(full > 0, x, math.inf).min(-1).values
-        highest_out = torch.where(full > 0, -math.inf, x).max(-1).values
-        assert wide or bool((lowest_in == highest_out).any())
-        return
-    idx, w = short
-    law = torch.zeros_like(full).scatter(-1, idx, w / w.sum(-1, keepdim=True))
-    torch.testing.assert_close(law, full, rtol=0, atol=1e-12)
+    ok, idx, w = _rows_in_shortlist(logits, temperature, top_p)
+    x = logits.double() / temperature
+    for r in range(6):
+        if not ok[r]:
+            wide = bool((full[r] > 0).sum() > NUCLEUS_SHORTLIST)
+            lowest_in = torch.where(full[r] > 0, x[r], math.inf).min()
+            highest_out = torch.where(full[r] > 0, -math.inf, x[r]).max()
+            assert wide or bool(lowest_in == highest_out)
+            continue
+        law = torch.zeros_like(full[r]).scatter(-1, idx[r], w[r] / w[r].sum())
+        torch.testing.assert_close(law, full[r], rtol=0, atol=1e-12)
 
 
 def test_nucleus_draws_follow_the_law_and_decline_when_they_must():
-    """Chi-square of 40k draws of ``sample_next_tokens`` against the filtered law (false alarm 1e-3); the route
-    declines with top-k, with top_p = 1 and for a nucleus wider than the shortlist."""
+    """Chi-square of 40k draws of ``sample_rows`` (one row stream each, shortlist route) against the filtered law
+    (false alarm 1e-3), with a control against the unfiltered softmax; the route declines for a nucleus wider than
+    the shortlist."""
     logits = torch.tensor([[3.0, 2.5, 2.0, 1.0, 0.0, -1.0, -2.0, -5.0]]).repeat(40_000, 1)
     cfg = SamplingConfig(temperature=0.8, top_p=0.9)
-    assert _nucleus_shortlist(logits, cfg) is not None
-    tokens = sample_next_tokens(logits, cfg, _gen(4)).numpy()
+    assert bool(_rows_in_shortlist(logits, 0.8, 0.9)[0].all())
+    tokens = sample_rows(logits, cfg, row_uniforms(row_generators(list(range(40_000))))).numpy()
     probs = filtered_logprobs(logits[:1], cfg).exp()[0].numpy()
     kept = probs > 0
     counts = np.bincount(tokens, minlength=8)
@@ -630,6 +631,4 @@ def test_nucleus_draws_follow_the_law_and_decline_when_they_must():
     # control: the same draws against the unfiltered softmax are rejected
     soft = torch.softmax(logits[0] / 0.8, -1).double().numpy()
     assert stats.chisquare(counts, 40_000 * soft / soft.sum()).pvalue < 1e-6
-    assert _nucleus_shortlist(logits[:2], SamplingConfig(top_k=3, top_p=0.9)) is None
-    assert _nucleus_shortlist(logits[:2], SamplingConfig(top_p=1.0)) is None
-    assert _nucleus_shortlist(torch.zeros(2, 1000), SamplingConfig(top_p=0.9)) is None  # nucleus of 900 ties
+    assert not bool(_rows_in_shortlist(torch.zeros(2, 1000), 1.0, 0.9)[0].any())  # nucleus of 900 ties
