@@ -18,8 +18,7 @@ mutation patches that attribute or entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,11 +29,11 @@ import pmark_theory
 from pmark_theory import _centring as _cen
 from pmark_theory import _detection as _det
 from pmark_theory import _geometry as _geo
-from pmark_theory import _key_recovery as _kr
-from pmark_theory import _seed_resampling as _sres
 from pmark_theory import _seeds as _sds
 from pmark_theory import _semstamp as _sem
 from pmark_theory._rules import SelectionRule, offline_mask, online_mask
+from proofs_checks import _mutations_eval, _mutations_per_key, _mutations_security, _mutations_seeds
+from proofs_checks._mutation_types import Mutation, Patcher
 from proofs_checks.checks import (
     _geometry_checks,
     _online_checks,
@@ -43,28 +42,6 @@ from proofs_checks.checks import (
 )
 
 __all__ = ["MUTATIONS", "Mutation", "Patcher", "mutation_table"]
-
-
-class Patcher(Protocol):
-    """What :attr:`Mutation.apply` needs: the two methods of pytest's ``MonkeyPatch`` that it uses."""
-
-    def setattr(self, target: Any, name: str, value: Any) -> None: ...
-
-    def setitem(self, dic: Any, name: Any, value: Any) -> None: ...
-
-
-class Mutation(NamedTuple):
-    """A deliberately wrong variant of the code a check relies on.
-
-    Attributes:
-      description: what is wrong, in one line (the report's "mutation" column).
-      apply: ``apply(patcher)`` installs the wrong variant through ``patcher`` (pytest's ``monkeypatch``).
-      target: where it is patched (a module attribute or a dict entry, as the check looks it up).
-    """
-
-    description: str
-    apply: Callable[[Patcher], None]
-    target: str = ""
 
 
 # ------------------------------------------------------------------------------------------ the originals
@@ -200,36 +177,6 @@ def _centring_no_op(mode: str, embeddings: Any, centre: Any) -> Any:
 def _soft_null_mean_doubled(a: Any) -> float:
     """The paper's z null mean ``2√n·mean(a)`` (mis-normalised: ``Σ a_i`` over ``√(n/4)``)."""
     return 2.0 * _SOFT_NULL_MEAN(a)
-
-
-def _resample_positional_bits(
-    rng: Any, embeddings: Any, centres: Any, b: int, window: int, bits_fn: Any
-) -> Any:
-    """A null draw of Z3's resampler whose bits are iid fair per (t, j) (positional) instead of 1{<ζ, c_t> > 0}."""
-    key = _sres.draw_context_key(rng, jnp.shape(embeddings)[-1], b)
-    iid = lambda zeta, emb, w, first: jax.random.bernoulli(  # noqa: E731
-        jax.random.fold_in(rng, 1), 0.5, (emb.shape[0], b)
-    ).astype(jnp.int32)
-    return _sres.context_seed_count(key, embeddings, window, centres, iid)
-
-
-def _resample_frames_fixed(rng: Any, embeddings: Any, centres: Any, b: int, window: int, bits_fn: Any) -> Any:
-    """A null draw of Z3's resampler that redraws only r_0: one (V, ζ) shared by every resample (bits held fixed)."""
-    d = jnp.shape(embeddings)[-1]
-    key = _sres.draw_context_key(jax.random.key(0), d, b)._replace(
-        first_bits=_sres.draw_context_key(rng, d, b).first_bits
-    )
-    return _sres.context_seed_count(key, embeddings, window, centres, bits_fn)
-
-
-def _context_bits_from_position(zeta: Any, embeddings: Any, window: int, first_bits: Any) -> Any:
-    """Context seeds degraded to positional: row t is 1{<ζ, p_t> > 0} with p_t a fixed direction of the position t."""
-    t_len, d = jnp.shape(embeddings)
-    pos = jax.vmap(lambda t: jax.random.normal(jax.random.fold_in(jax.random.key(0), t), (d,)))(
-        jnp.arange(1, t_len)
-    )
-    later = (pos @ jnp.asarray(zeta, dtype=jnp.float64).T > 0).astype(jnp.int32)
-    return jnp.concatenate([jnp.asarray(first_bits, dtype=jnp.int32).reshape(1, -1), later], axis=0)
 
 
 def _zeta_is_pivots(rng: Any, pivots: Any, k: int) -> Any:
@@ -412,33 +359,6 @@ MUTATIONS: dict[str, list[Mutation]] = {
             "pmark_theory._centring.context_centres",
         )
     ],
-    "S1": [
-        Mutation(
-            "the default detector output level changed from the total count to per-channel matches",
-            lambda mp: mp.setattr(_kr, "DEFAULT_OUTPUT_LEVEL", "channel"),
-            "pmark_theory._key_recovery.DEFAULT_OUTPUT_LEVEL",
-        )
-    ],
-    "Z3": [
-        Mutation(
-            "the key resampler draws the bits iid fair per (t, j) (positional seeds, X3's null) instead of "
-            "recomputing them from the text's contexts with a fresh ζ",
-            lambda mp: mp.setattr(_sres, "resample_count", _resample_positional_bits),
-            "pmark_theory._seed_resampling.resample_count",
-        ),
-        Mutation(
-            "the key resampler redraws only the first sentence's bits r_0: one (V, ζ) shared by every resample",
-            lambda mp: mp.setattr(_sres, "resample_count", _resample_frames_fixed),
-            "pmark_theory._seed_resampling.resample_count",
-        ),
-    ],
-    "Z4": [
-        Mutation(
-            "context seeds computed from the position: c_t replaced by a fixed direction of t (positional seeds)",
-            lambda mp: mp.setattr(_sds, "context_seed_bits", _context_bits_from_position),
-            "pmark_theory._seeds.context_seed_bits",
-        )
-    ],
     "Z1": [
         Mutation(
             "seed vectors not orthogonal to the pivots: complement_frame returns ζ = V",
@@ -459,6 +379,16 @@ MUTATIONS: dict[str, list[Mutation]] = {
         )
     ],
 }
+
+
+for _extra in (
+    _mutations_security.MUTATIONS,
+    _mutations_seeds.MUTATIONS,
+    _mutations_per_key.MUTATIONS,
+    _mutations_eval.MUTATIONS,
+):
+    for _cid, _ms in _extra.items():
+        MUTATIONS.setdefault(_cid, []).extend(_ms)
 
 
 def mutation_table() -> list[tuple[str, str, str]]:

@@ -1,0 +1,1 @@
+"""Check K2 — the per-key test under the dependence of context centring."""

@@ -1,0 +1,1 @@
+"""Check E20 — SimMark's law and p-value."""
