@@ -17,14 +17,15 @@ from typing import Any, Literal, NamedTuple
 import jax
 import numpy as np
 
+from pmark_theory._binom_tail import clopper_pearson_bounds
 from pmark_theory._rules import SelectionRule
+from pmark_theory._score_stats import auc_ci
 from pmark_theory._snr import hard_count_power
 from pmark_theory._validate import PMarkValueError, check_finite, check_positive_int, check_unit_interval
 from simulations._attacks import Attack
 from simulations._detection_stats import (
     SOFT_RESOLUTION,
     DetectionStats,
-    auc,
     bit_accuracy,
     detection_statistics,
     nominal_threshold,
@@ -127,6 +128,13 @@ class DetectionSummary(NamedTuple):
         texts) for ``N_g``, ``z_calibrated`` and ``z_paper``.
       auc_hard, auc_soft, auc_paper: AUCs (floats) of ``N_g``, ``z_calibrated``, ``z_paper``.
       bit_accuracy_h0, bit_accuracy_h1: per-channel accuracies ``[b]`` (H0: ½ in expectation).
+      confidence: level of every interval below.
+      fpr_hard_ci, …, tpr_paper_at_fpr_ci: ``[k, 2]`` two-sided Clopper–Pearson intervals of the rate of the same
+        name (for the ``*_at_fpr`` rates on the H1 texts only: the H0 threshold is treated as fixed).
+      auc_hard_ci, auc_soft_ci, auc_paper_ci: ``(lo, hi)`` Newcombe (2006) intervals of the AUCs.
+
+    A rate whose statistic was not computed (``p_soft`` with ``soft_method="none"``: NaN p-values) is NaN, and so
+    is its interval — never 0 (a rate of 0 would read as "never rejects").
     """
 
     alphas: np.ndarray
@@ -145,14 +153,56 @@ class DetectionSummary(NamedTuple):
     auc_paper: float
     bit_accuracy_h0: np.ndarray
     bit_accuracy_h1: np.ndarray
+    confidence: float
+    fpr_hard_ci: np.ndarray
+    fpr_soft_ci: np.ndarray
+    fpr_paper_ci: np.ndarray
+    fpr_paper_abs_ci: np.ndarray
+    tpr_hard_ci: np.ndarray
+    tpr_soft_ci: np.ndarray
+    tpr_paper_nominal_ci: np.ndarray
+    tpr_hard_at_fpr_ci: np.ndarray
+    tpr_soft_at_fpr_ci: np.ndarray
+    tpr_paper_at_fpr_ci: np.ndarray
+    auc_hard_ci: tuple[float, float]
+    auc_soft_ci: tuple[float, float]
+    auc_paper_ci: tuple[float, float]
 
 
-def summarize_detection(result: DetectionResult, alphas: Any = (0.01, 0.05)) -> DetectionSummary:
-    """Real FPRs, TPRs (exact p-value and H0-threshold), AUCs and bit accuracies of an experiment.
+def _rates(
+    x: np.ndarray, thresholds: np.ndarray, below: bool, confidence: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rates ``mean(x <= t)`` (``below``) or ``mean(x > t)`` per threshold, with Clopper–Pearson intervals ``[k, 2]``.
+
+    NaN statistics (not computed) give NaN rates and intervals: a comparison with NaN is False, so counting them
+    would report a rate of 0.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0 or np.isnan(x).any():
+        nan = np.full(thresholds.shape, np.nan)
+        return nan, np.stack([nan, nan], axis=-1)
+    counts = [int(np.count_nonzero(x <= t if below else x > t)) for t in thresholds]
+    return _with_ci(counts, x.size, confidence)
+
+
+def _with_ci(counts: list[int], n: int, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """``k/n`` per count with its two-sided Clopper–Pearson interval ``[k, 2]``."""
+    cis = [clopper_pearson_bounds(k, n, 1.0 - confidence) for k in counts]
+    rates = np.array([k / n for k in counts], dtype=np.float64)
+    lo = np.minimum([c[0] for c in cis], rates)
+    hi = np.maximum([c[1] for c in cis], rates)
+    return rates, np.stack([lo, hi], axis=-1)
+
+
+def summarize_detection(
+    result: DetectionResult, alphas: Any = (0.01, 0.05), confidence: float = 0.95
+) -> DetectionSummary:
+    """Real FPRs, TPRs (exact p-value and H0-threshold), AUCs and bit accuracies of an experiment, with intervals.
 
     Args:
       result: a :class:`DetectionResult`.
       alphas: levels in ``(0, 1)``, ``[k]``.
+      confidence: level of the Clopper–Pearson (rates) and Newcombe (AUC) intervals, in ``(0, 1)``.
 
     Returns:
       :class:`DetectionSummary`.
@@ -160,32 +210,47 @@ def summarize_detection(result: DetectionResult, alphas: Any = (0.01, 0.05)) -> 
     al = check_finite("alphas", alphas, ndim=1)
     for a in al:
         check_unit_interval("alphas", a, open_left=True, open_right=True)
+    confidence = check_unit_interval("confidence", confidence, open_left=True, open_right=True)
     h0, h1 = result.h0, result.h1
     z_al = np.array([nominal_threshold(a) for a in al])
 
-    def rate(x: np.ndarray, thr: np.ndarray, below: bool) -> np.ndarray:
-        return np.array([np.mean(x <= t) if below else np.mean(x > t) for t in thr])
+    def at_fpr(s0: np.ndarray, s1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if np.isnan(s0).any() or np.isnan(s1).any():
+            return _rates(np.full(1, np.nan), al, True, confidence)
+        thresholds = [tpr_at_fpr(s0, s1, a)[1] for a in al]
+        return _with_ci([int(np.count_nonzero(s1 > t)) for t in thresholds], s1.size, confidence)
 
-    def at_fpr(s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-        return np.array([tpr_at_fpr(s0, s1, a)[0] for a in al])
+    def auc_with_ci(s0: np.ndarray, s1: np.ndarray) -> tuple[float, tuple[float, float]]:
+        if np.isnan(s0).any() or np.isnan(s1).any():
+            return np.nan, (np.nan, np.nan)
+        a_hat, lo, hi = auc_ci(s0, s1, confidence)
+        return a_hat, (lo, hi)
 
+    g0, g1 = h0.n_green_hard.astype(float), h1.n_green_hard.astype(float)
+    fields: dict[str, Any] = {}
+    for name, (x, thr, below) in {
+        "fpr_hard": (h0.p_hard, al, True),
+        "fpr_soft": (h0.p_soft, al, True),
+        "fpr_paper": (h0.z_paper, z_al, False),
+        "fpr_paper_abs": (h0.z_paper_abs, z_al, False),
+        "tpr_hard": (h1.p_hard, al, True),
+        "tpr_soft": (h1.p_soft, al, True),
+        "tpr_paper_nominal": (h1.z_paper, z_al, False),
+    }.items():
+        fields[name], fields[f"{name}_ci"] = _rates(x, thr, below, confidence)
+    for name, (s0, s1) in {
+        "hard": (g0, g1),
+        "soft": (h0.z_calibrated, h1.z_calibrated),
+        "paper": (h0.z_paper, h1.z_paper),
+    }.items():
+        fields[f"tpr_{name}_at_fpr"], fields[f"tpr_{name}_at_fpr_ci"] = at_fpr(s0, s1)
+        fields[f"auc_{name}"], fields[f"auc_{name}_ci"] = auc_with_ci(s0, s1)
     return DetectionSummary(
         alphas=al,
-        fpr_hard=rate(h0.p_hard, al, True),
-        fpr_soft=rate(h0.p_soft, al, True),
-        fpr_paper=rate(h0.z_paper, z_al, False),
-        fpr_paper_abs=rate(h0.z_paper_abs, z_al, False),
-        tpr_hard=rate(h1.p_hard, al, True),
-        tpr_soft=rate(h1.p_soft, al, True),
-        tpr_paper_nominal=rate(h1.z_paper, z_al, False),
-        tpr_hard_at_fpr=at_fpr(h0.n_green_hard.astype(float), h1.n_green_hard.astype(float)),
-        tpr_soft_at_fpr=at_fpr(h0.z_calibrated, h1.z_calibrated),
-        tpr_paper_at_fpr=at_fpr(h0.z_paper, h1.z_paper),
-        auc_hard=auc(h0.n_green_hard.astype(float), h1.n_green_hard.astype(float)),
-        auc_soft=auc(h0.z_calibrated, h1.z_calibrated),
-        auc_paper=auc(h0.z_paper, h1.z_paper),
         bit_accuracy_h0=bit_accuracy(h0)[0],
         bit_accuracy_h1=bit_accuracy(h1)[0],
+        confidence=confidence,
+        **fields,
     )
 
 

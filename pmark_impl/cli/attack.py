@@ -5,12 +5,20 @@ seed) and the registered attack plug-ins (``@plugin("attack")`` named ``module:f
 group ``pmark.attacks``; anything else is refused before it runs); see ``docs/attacks.md``. Parameters are given
 as ``--param name=value`` (the value read as strict JSON when it is JSON, else as a string; each name once),
 human sentences for ``sentence-insert`` / ``copy-paste`` with ``--human-file``.
+
+Provenance: when ``FILE`` has a record (``FILE.pmark.json`` beside it, or ``--provenance P``) and ``--out OUT`` is
+given, ``OUT.pmark.json`` is written too: the generation's record with its per-sentence steps dropped and the
+attack (name, parameters, seed) appended, so ``pmark detect OUT`` reads the attacked text with the generation's
+scheme, prompt and channels instead of the defaults. Printing to stdout cannot carry it: a note on stderr says
+to pass ``--provenance FILE.pmark.json`` to ``pmark detect``. ``--no-provenance`` carries nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -18,6 +26,7 @@ import numpy as np
 from pmark_impl.attacks._params import collect_params, parse_param_value, show
 from pmark_impl.cli.files import check_paths, read_text, write_text
 from pmark_impl.cli.options import SEED
+from pmark_impl.generation._provenance import load_provenance, provenance_path, save_provenance
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["HUMAN_PARAM", "add_parsers", "cmd_attack", "cmd_attacks", "parse_params"]
@@ -71,7 +80,12 @@ def cmd_attack(args: argparse.Namespace) -> int:
     from pmark_impl.attacks import get_attack, list_attacks
     from pmark_impl.sampling._segment import split_sentences
 
-    check_paths({"FILE": args.file, "--human-file": args.human_file}, {"--out": args.out}, args.force)
+    record_in, record_out = _record_paths(args)
+    check_paths(
+        {"FILE": args.file, "--human-file": args.human_file, "--provenance": record_in},
+        {"--out": args.out, "the attacked text's provenance record": record_out},
+        args.force,
+    )
     params = parse_params(args.param)
     if args.human_file is not None:
         # sentence-insert draws from ``sentences``, copy-paste embeds the text in ``human``; a plug-in gets
@@ -88,13 +102,38 @@ def cmd_attack(args: argparse.Namespace) -> int:
             raise PMarkValueError(f"--human-file {args.human_file} holds no sentence")
         params[key] = human
     attack = get_attack(args.name, **params)
+    record = None if record_in is None else load_provenance(record_in)
     text = read_text(args.file)
     attacked = attack(text, np.random.default_rng(args.seed))
     if args.out is None:
         print(attacked)
-    else:
-        write_text(args.out, attacked, args.force)
+        if record is not None:
+            print(
+                f"pmark attack: the provenance record {record_in} is not carried to stdout: detect the attacked "
+                f"text with --provenance {record_in} (or use --out to write one beside it)",
+                file=sys.stderr,
+            )
+        return 0
+    write_text(args.out, attacked, args.force)
+    if record is not None and record_out is not None:
+        shown = {k: v for k, v in params.items() if k not in HUMAN_PARAM.values()}  # human text: not repeated
+        note = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=repr)
+        save_provenance(record.attacked(args.name, note, args.seed), record_out, force=args.force)
     return 0
+
+
+def _record_paths(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The record to read (``--provenance``, else ``FILE.pmark.json`` when it exists) and the one to write."""
+    if args.no_provenance:
+        if args.provenance is not None:
+            raise PMarkValueError("give either --provenance FILE or --no-provenance, not both")
+        return None, None
+    record_in = args.provenance
+    if record_in is None and args.file != "-" and os.path.lexists(provenance_path(args.file)):
+        record_in = provenance_path(args.file)
+    if record_in is None or args.out is None:
+        return record_in, None
+    return record_in, provenance_path(args.out)
 
 
 def add_parsers(sub: Any) -> None:
@@ -121,5 +160,17 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--out", default=None, metavar="FILE", help="write the attacked text here (default: stdout)"
     )
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists (regular files only)")
+    p.add_argument(
+        "--provenance",
+        default=None,
+        metavar="P",
+        help="FILE's provenance record (default: FILE.pmark.json when it exists); with --out, OUT.pmark.json "
+        "gets the record with this attack appended, so 'pmark detect OUT' follows the generation",
+    )
+    p.add_argument("--no-provenance", action="store_true", help="read and write no provenance record")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite --out (and its .pmark.json record) if it exists (regular files only)",
+    )
     p.set_defaults(func=cmd_attack)

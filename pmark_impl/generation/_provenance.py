@@ -30,6 +30,7 @@ contradict it are errors) is :mod:`pmark_impl.cli.provenance`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -117,8 +118,11 @@ class Provenance:
       settings: the mode's own settings (offline: ``offline_batch``; SemStamp: ``lsh_dim`` or ``n_clusters``,
         ``gamma``, ``max_trials``, ``green_seeding``; a record without ``green_seeding`` means ``"position"``).
       aligned: ``GenerationResult.aligned``.
-      steps: one :class:`ProvenanceStep` per position.
+      steps: one :class:`ProvenanceStep` per position (empty in the record of an attacked text: its sentences
+        are no longer the generated ones).
       toolkit_version: the ``pmark-toolkit`` version that generated the text.
+      attacks: the text attacks applied after generation, in order (``pmark attack`` appends
+        ``{"name", "params" (JSON text), "seed"}``); the detection settings stay the generation's.
     """
 
     mode: str
@@ -134,6 +138,7 @@ class Provenance:
     aligned: bool | None
     steps: tuple[ProvenanceStep, ...]
     toolkit_version: str = "unknown"
+    attacks: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def from_generation(cls, result: GenerationResult) -> Provenance:
@@ -186,7 +191,18 @@ class Provenance:
             "steps": [asdict(s) for s in self.steps],
             "note": PROVENANCE_NOTE,
         }
+        if self.attacks:  # a generated text's record stays byte for byte what it was
+            doc["attacks"] = [dict(a) for a in self.attacks]
         return doc
+
+    def attacked(self, name: str, params: str, seed: int) -> Provenance:
+        """The record of this text after the attack ``name`` (``params``: its parameters as JSON text; ``seed``).
+
+        Detection settings are unchanged (the attacked text is read with the generation's key, mode, prompt and
+        channels); the per-sentence steps are dropped, since they describe sentences the attack changed.
+        """
+        attack = {"name": str(name), "params": str(params), "seed": int(seed)}
+        return dataclasses.replace(self, steps=(), attacks=(*self.attacks, attack))
 
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON (UTF-8 kept as is), ending with a newline."""

@@ -43,6 +43,9 @@ _OUTCOMES = ("sentence", "eos", "cap")
 _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens", "dtype")
 #: Weight dtypes a record may name (the LM's logits, hence its law, depend on it; issue 26).
 DTYPES = ("float32", "float64", "bfloat16", "float16")
+#: Optional: the text attacks applied after generation, in order (``pmark attack`` appends one).
+_ATTACK_FIELDS = ("name", "params", "seed")
+_MAX_ATTACKS = 64
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
 _MAX_SEED = 2**63 - 1
 _MAX_NAME = 4096
@@ -204,6 +207,22 @@ def _steps(doc: Any, where: str) -> list[dict[str, Any]]:
     return steps
 
 
+def _attacks(doc: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(doc, list) or not 1 <= len(doc) <= _MAX_ATTACKS:
+        raise ProvenanceError(f"{where}: field 'attacks' must be a list of 1 to {_MAX_ATTACKS} objects")
+    out = []
+    for i, item in enumerate(doc):
+        f = _Fields(item, _ATTACK_FIELDS, f"{where}: attacks[{i}]")
+        out.append(
+            {
+                "name": f.string("name"),
+                "params": f.string("params", max_len=PROVENANCE_LIMIT_BYTES, printable=False, empty=True),
+                "seed": f.integer("seed", 0, _MAX_SEED),
+            }
+        )
+    return out
+
+
 def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     """The validated fields of a provenance document (``steps`` as a list of dicts; no ``format``, ``note``).
 
@@ -213,13 +232,15 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
 
     Returns:
       ``mode``, ``n_candidates``, ``channels``, ``seed``, ``prompt``, ``key_fingerprint``, ``encoder``,
-      ``model``, ``sampling``, ``settings``, ``aligned``, ``steps``, ``toolkit_version``.
+      ``model``, ``sampling``, ``settings``, ``aligned``, ``steps``, ``attacks`` (``()`` when the optional field
+      is absent), ``toolkit_version``.
 
     Raises:
       ProvenanceError: see the module docstring (e.g. online ``N % 2**b != 0``).
     """
     where = f"provenance file {name}"
-    f = _Fields(_parse(raw, name), FIELDS, where)
+    doc = _parse(raw, name)
+    f = _Fields(doc, FIELDS + (("attacks",) if "attacks" in doc else ()), where)
     scheme = _scheme(f, where)
     n = f.integer("n_candidates", *LIMITS["n_candidates"])
     channels = f.integer("channels", *LIMITS["channels"])
@@ -243,5 +264,6 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
         "settings": _settings(f.doc["settings"], scheme, n, channels, f"{where}: field 'settings'"),
         "aligned": aligned,
         "steps": _steps(f.doc["steps"], where),
+        "attacks": tuple(_attacks(doc["attacks"], where)) if "attacks" in doc else (),
         "toolkit_version": f.string("toolkit_version", max_len=100),
     }

@@ -217,3 +217,73 @@ def test_paraphrase_parameters_are_checked_before_any_model_loads(
         argv += ["--param", p]
     assert cli.main(argv) == 2
     _one_line_error(capsys, f"attack '{name}'", needle)
+
+
+# ------------------------------------------------------------------------------------ provenance (issue 28)
+def _online_record(tmp_path):
+    from pmark_impl.generation._provenance import Provenance, ProvenanceStep, save_provenance
+
+    steps = tuple(
+        ProvenanceStep(position=t, text=s, n_candidates_sampled=16, tokens=5, outcome="sentence")
+        for t, s in enumerate(("The first sentence is here.", "The second one follows now."))
+    )
+    record = Provenance(
+        mode="online",
+        n_candidates=16,
+        channels=2,
+        seed=3,
+        prompt="Once upon a time",
+        key_fingerprint="0123456789abcdef",
+        encoder="enc",
+        model="lm",
+        sampling={},
+        settings={},
+        aligned=True,
+        steps=steps,
+    )
+    path = tmp_path / "t.txt.pmark.json"
+    save_provenance(record, path)
+    return record, path
+
+
+def test_attack_carries_the_generation_record_so_detect_follows_it(tmp_path, capsys):
+    """Regression (issue 28): ``pmark attack`` wrote no provenance, so ``pmark detect`` read an attacked online
+    text with the offline defaults. The record beside the input now goes beside ``--out``, with the attack
+    appended and the (no longer true) per-sentence steps dropped; its detection settings are the generation's."""
+    from pmark_impl.cli.provenance import provenance_for_detection
+    from pmark_impl.generation._provenance import load_provenance
+
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    record, rec_path = _online_record(tmp_path)
+    before = rec_path.read_bytes()
+    out = tmp_path / "a.txt"
+    argv = ["attack", "word-delete", "--param", "rate=0.3", "--seed", "7", str(src), "--out", str(out)]
+    assert cli.main(argv) == 0
+    carried = load_provenance(tmp_path / "a.txt.pmark.json")
+    assert carried.detect_kwargs() == record.detect_kwargs() and carried.detect_kwargs()["mode"] == "online"
+    assert carried.steps == () and [dict(a) for a in carried.attacks] == [
+        {"name": "word-delete", "params": '{"rate": 0.3}', "seed": 7}
+    ]
+    assert rec_path.read_bytes() == before  # the input's record is untouched
+    args = type("A", (), {"no_provenance": False, "provenance": None, "file": str(out)})()
+    found, where = provenance_for_detection(args)
+    assert found == carried and where == str(out) + ".pmark.json"
+    # a second attack appends to the chain; without --force nothing is overwritten
+    assert cli.main(["attack", "sentence-swap", str(out), "--out", str(tmp_path / "b.txt")]) == 0
+    chain = load_provenance(tmp_path / "b.txt.pmark.json").attacks
+    assert [a["name"] for a in chain] == ["word-delete", "sentence-swap"]
+    assert cli.main(argv) == 2
+    capsys.readouterr()
+    # stdout cannot carry the record: one note on stderr names the record to pass to detect
+    assert cli.main(["attack", "word-delete", str(src)]) == 0
+    err = capsys.readouterr().err
+    assert f"--provenance {rec_path}" in err and len(err.strip().splitlines()) == 1
+    # --no-provenance writes none; a record over an input is refused
+    assert (
+        cli.main(["attack", "word-delete", "--no-provenance", str(src), "--out", str(tmp_path / "c.txt")])
+        == 0
+    )
+    assert not (tmp_path / "c.txt.pmark.json").exists()
+    bad = ["attack", "word-delete", str(src), "--out", str(tmp_path / "d.txt"), "--provenance", str(src)]
+    assert cli.main(bad) == 2

@@ -314,6 +314,14 @@ MALFORMED = [
     ("step-outcome", _step(outcome="truncated"), "'outcome' must be one of sentence, eos, cap"),
     ("step-leak", _step(bits=[1, 0, 1, 1]), "unknown field(s) 'bits'"),
     ("aligned", _edit(aligned="yes"), "'aligned' must be true, false or null"),
+    ("attacks-empty", _edit(attacks=[]), "field 'attacks' must be a list of 1 to 64"),
+    ("attacks-dict", _edit(attacks={"name": "x"}), "field 'attacks' must be a list"),
+    (
+        "attack-missing",
+        _edit(attacks=[{"name": "x", "seed": 0}]),
+        "attacks[0] is missing the field(s) 'params'",
+    ),
+    ("attack-seed", _edit(attacks=[{"name": "x", "params": "{}", "seed": -1}]), "'seed' must be an integer"),
     ("not-utf8", lambda d: b'{"format": "\xff"}', "not valid UTF-8"),
 ]
 

@@ -208,6 +208,31 @@ def test_power_b4_t12_online_at_fpr_1pct(online_hd):
     np.testing.assert_allclose(s.bit_accuracy_h0, 0.5, atol=5 * np.sqrt(0.25 / (1500 * T)))
 
 
+def test_summary_keeps_uncomputed_rates_nan_and_carries_intervals(online_hd):
+    """Regression (issue 28): with ``soft_method="none"`` the soft p-values are NaN, and the summary used to report
+    their FPR and TPR as 0.0 ("never rejects"). They are NaN now, with NaN intervals; every computed rate carries
+    a Clopper–Pearson interval equal to SciPy's (an independent route) and every AUC a Newcombe interval around it."""
+    s = summarize_detection(online_hd, alphas=(0.01, 0.05), confidence=0.9)
+    assert np.isnan(s.fpr_soft).all() and np.isnan(s.tpr_soft).all()
+    assert np.isnan(s.fpr_soft_ci).all() and np.isnan(s.tpr_soft_ci).all()
+    h1 = online_hd.h1.p_hard
+    for i, a in enumerate((0.01, 0.05)):
+        k = int(np.sum(h1 <= a))
+        ci = stats.binomtest(k, h1.size).proportion_ci(confidence_level=0.9, method="exact")
+        np.testing.assert_allclose(s.tpr_hard_ci[i], [ci.low, ci.high], rtol=1e-9, atol=1e-12)
+        assert s.tpr_hard_ci[i, 0] <= s.tpr_hard[i] <= s.tpr_hard_ci[i, 1]
+        g0 = online_hd.h0.n_green_hard
+        k0 = int(np.sum(online_hd.h0.p_hard <= a))
+        assert s.fpr_hard[i] == k0 / g0.size
+    for name in ("hard", "soft", "paper"):
+        lo, hi = getattr(s, f"auc_{name}_ci")
+        assert 0 <= lo <= getattr(s, f"auc_{name}") <= hi <= 1
+        ci = getattr(s, f"tpr_{name}_at_fpr_ci")
+        assert np.all(ci[:, 0] <= getattr(s, f"tpr_{name}_at_fpr")) and np.all(
+            getattr(s, f"tpr_{name}_at_fpr") <= ci[:, 1]
+        )
+
+
 def test_power_curve_matches_exact_binomial_power():
     """b = 1 (bits iid over positions), oracle m = 0: N_g ~ Bin(T, acc) with acc = online_bit_accuracy(N, 1),
     so the power equals hard_count_power(1 − acc, T, α) exactly; MC within 5 SE. Negative control: the power
