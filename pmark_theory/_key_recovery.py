@@ -37,6 +37,7 @@ from pmark_theory._validate import PMarkValueError, check_finite, check_positive
 __all__ = [
     "DEFAULT_OUTPUT_LEVEL",
     "OUTPUT_LEVELS",
+    "QUERY_WARNING",
     "RecoveryScore",
     "recover_from_counts",
     "recover_from_matches",
@@ -44,11 +45,32 @@ __all__ = [
     "score_recovery",
 ]
 
-#: Detector output levels, most to least revealing (``"total"`` is the toolkit's default output).
-OUTPUT_LEVELS = ("evidence", "channel", "sentence", "total")
+#: Detector output levels, most to least revealing (``"total"`` is the toolkit's default output; ``"decision"``
+#: prints only the verdict "watermarked / not" at the detector's level α).
+OUTPUT_LEVELS = ("evidence", "channel", "sentence", "total", "decision")
 #: What the toolkit's detector prints by default (``pmark detect``, ``DetectionResult.to_dict()``): the verdict,
 #: the p-value(s) and the total matching count, nothing per sentence or channel. Check S1 attacks this level.
 DEFAULT_OUTPUT_LEVEL = "total"
+#: Per output level: the number of detector queries (texts of T = 12 sentences) from which the strongest attack
+#: the toolkit knows (the chosen-text attack, :mod:`pmark_theory._chosen_text_attack`) recovers the key: the
+#: smallest budget at which any measured key reached a mean ``|cos(recovered, true pivot)|`` of 0.9 (linear
+#: interpolation between measured budgets, rounded down to two significant digits), on simulated MiniLM-like
+#: embeddings (d = 384, b = 4, T = 12, ρ = 0.15; ``simulations._chosen_text.chosen_text_curve``,
+#: ``jax.random.key(7)`` and ``key(8)``, 3 keys each, the adaptive variant included; S1, ``docs/security.md``
+#: §3.1). Typical keys need up to about twice as many. ``"evidence"``: least squares, ``|cos| = √(n/d)`` for
+#: ``n < d`` sentences (0.9 from 26 texts). ``"decision"`` (only the verdict at α = 0.01): NO attack measured
+#: a leak (the correlation attack on texts at the threshold stayed at chance, |cos| ≤ 0.093 against ≈ 0.07,
+#: up to 4,000 queries); the figure is set to the ``"total"`` one because a decision is a function of the
+#: total count, so an attacker who reads decisions is never stronger than one who reads totals; one bit per
+#: query also needs at least about 1,800 queries for |cos| 0.9 (information bound, ``docs/security.md`` §3.1).
+#: A detector that serves one key should warn when the key has answered this many queries.
+QUERY_WARNING: dict[str, int] = {
+    "evidence": 25,
+    "channel": 97,
+    "sentence": 840,
+    "total": 2300,
+    "decision": 2300,
+}
 
 
 class RecoveryScore(NamedTuple):

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from pmark_theory import haar_pivots, hard_counts
+from pmark_theory import haar_pivots, hard_count_pvalue, hard_counts
 from pmark_theory._key_recovery import (
     OUTPUT_LEVELS,
     recover_from_counts,
@@ -59,11 +59,12 @@ class KeyRecoveryCurve(NamedTuple):
     rho: float
 
 
-def detector_outputs(x: Any, pivots: Any, bits: Any) -> dict[str, np.ndarray]:
+def detector_outputs(x: Any, pivots: Any, bits: Any, alpha: float = 0.01) -> dict[str, np.ndarray]:
     """What an offline detector (median 0) would print for query texts ``x`` ``[q, T, d]``, at every level.
 
     Returns:
-      ``{"evidence": f [q, T, b], "channel": c [q, T, b], "sentence": k [q, T], "total": N_g [q]}``.
+      ``{"evidence": f [q, T, b], "channel": c [q, T, b], "sentence": k [q, T], "total": N_g [q],
+      "decision": 1{p ≤ alpha} [q]}`` (``p``: the exact binomial p-value of ``N_g``, X3).
     """
     x = np.asarray(x, dtype=np.float64)
     v = np.asarray(pivots, dtype=np.float64)
@@ -75,7 +76,9 @@ def detector_outputs(x: Any, pivots: Any, bits: Any) -> dict[str, np.ndarray]:
     f = x @ v.T
     c = np.asarray(hard_counts(f, 0.0, bits[None, : x.shape[1]]))
     k = c.sum(axis=-1)
-    return {"evidence": f, "channel": c, "sentence": k, "total": k.sum(axis=-1)}
+    total = k.sum(axis=-1)
+    decision = np.asarray(hard_count_pvalue(total, c[0].size)) <= alpha if c.size else np.zeros(0, bool)
+    return {"evidence": f, "channel": c, "sentence": k, "total": total, "decision": decision}
 
 
 def attack_level(
@@ -93,7 +96,7 @@ def attack_level(
         return recover_from_projections(x.reshape(q * t_len, d), out["evidence"].reshape(q * t_len, -1)), None
     if level == "channel":
         return recover_from_matches(x, out["channel"])
-    return recover_from_counts(x, out[level], b, rng)
+    return recover_from_counts(x, np.asarray(out[level], dtype=np.float64), b, rng)
 
 
 def key_recovery_curve(

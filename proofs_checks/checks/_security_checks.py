@@ -1,14 +1,27 @@
-"""Security of the detector's output: key recovery from a detection oracle (S1, docs/claims.md §6).
+"""Security of the detector's output: key recovery by the chosen-text attack (S1, docs/claims.md §6).
 
-The attacker and the detector's evidence are those of :mod:`simulations._key_recovery` (shared rule
-``pmark_theory.hard_counts``; attacks of ``pmark_theory._key_recovery``). The level under test is
-``pmark_theory._key_recovery.DEFAULT_OUTPUT_LEVEL``, looked up at call time, so a mutation of what the
-toolkit prints by default is caught by this check.
+The attacker is the strongest the toolkit knows (:mod:`pmark_theory._chosen_text`, driven on simulated
+MiniLM-like embeddings by :mod:`simulations._chosen_text`; the detector's output is the toolkit's count code,
+:func:`simulations._key_recovery.detector_outputs`). The level under test is
+``pmark_theory._key_recovery.DEFAULT_OUTPUT_LEVEL``, looked up at call time, so a mutation of what the toolkit
+prints by default is caught by this check.
+
+The check decides at two budgets of the planning table ``pmark_theory._key_recovery.QUERY_WARNING``:
+
+* the **decision budget** ``q_leak`` — where the attack succeeds on the leaky per-channel output (mean
+  ``|cos| ≥ 0.9``): the default output must still be below 0.9 there (control: the per-channel level is caught);
+* the **planning figure** ``q_plan`` — ``QUERY_WARNING["total"]``, the smallest budget at which a measured key
+  reached 0.9: the best key must be at ``|cos| ≥ 0.9 − TOL`` there, and the mean over keys at ``≥ 0.9`` by
+  ``2 q_plan``. This refutes the old statement "recovery from the default output is at chance" and confirms
+  the corrected one, "the default output leaks the key from about ``q_plan`` queries on".
+
+Quick budget: ``d = 96`` instead of 384 (the labels a max-margin fit needs grow about linearly in ``d``), with
+the budgets measured at ``d = 96`` (:data:`BUDGETS`), so the suite runs it in seconds; the full budget runs the
+reported setting ``d = 384``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -17,119 +30,127 @@ import numpy as np
 from pmark_theory import _key_recovery as _kr
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import verdict
-from simulations._key_recovery import key_recovery_curve
+from simulations._chosen_text import chosen_text_curve
 
-#: The setting of the reported experiment: MiniLM's dimension, the paper's b, 12-sentence texts.
-D, B, T = 384, 4, 12
-#: Shared mean direction of the query sentences (real encoders have one, C18).
-RHO = 0.15
-#: "At chance": the mean |cos| exceeds the independent-key chance level (≈ 0.07 at d = 384) by less than
-#: ``EPS_CHANCE`` with confidence (upper bound ``excess + Z·se``, paired over keys; ``Z = 5``: false alarm
-#: ≈ 3e-7 under normality). A leak: the lower bound ``excess − Z·se`` exceeds ``EPS_CHANCE``. The total count
-#: does carry a little information (0.01–0.03 of cosine at ⌈d/T⌉ queries over seeds, far more after thousands),
-#: so the test is for "practically at chance" — a mean |cos| below ≈ 0.17 where evidence gives 1 — not for
-#: exactly none.
-Z_CHANCE = 5.0
-EPS_CHANCE = 0.1
-#: The control's output level: per-channel match indicators (what per-channel z-scores or match lists reveal).
+#: The setting: paper's b, 12-sentence texts, shared mean direction of real encoders (C18).
+B, T, RHO = 4, 12, 0.15
+#: The leaky output level of the control (per-channel matches: what per-channel z-scores reveal).
 CONTROL_LEVEL = "channel"
+#: Success of the attack: mean ``|cos(recovered, true pivot)|`` over channels and keys.
+SUCCESS = 0.9
+#: Tolerance at the planning figure: ``q_plan`` is the smallest budget at which some measured key reached 0.9
+#: (rounded down), so the best of fresh keys sits near 0.9 there; the spread of the best of 4 keys is about
+#: 0.02 (d = 384: the luckiest keys measured 0.90–0.91 at 2,500 queries), 0.05 is 2.5 SD. The mean over keys
+#: at ``2 q_plan`` was 0.94 (d = 384) and 0.97 (d = 96).
+TOL = 0.05
+#: "At chance" for the old statement: the excess over an attacker who learned nothing (matched |cos| of random
+#: directions: ≈ 0.07 at d = 384, ≈ 0.15 at d = 96) is below 0.4, i.e. mean |cos| < 0.5 — generous to it.
+AT_CHANCE = 0.5
+#: Per dimension: ``q_leak``, the decision budget where the per-channel attack succeeds (d = 384: all 3 keys of
+#: ``jax.random.key(7)`` at 0.909–0.934 with 128 queries; d = 96: 0.90–0.93 at 32 over 6 seeds), and, for
+#: d = 96 (quick), ``q_plan`` measured with the same code (``chosen_text_curve(jax.random.key(1), …, d=96,
+#: n_keys=2)``: total 0.895 / 0.900 at 800, 0.934 / 0.931 at 1000); d = 384 reads ``QUERY_WARNING["total"]``.
+Q_LEAK = {384: 128, 96: 40}
+Q_PLAN_QUICK = 800
 
 
-def _excess(curve, level_index: int) -> tuple[float, float, float]:
-    """Mean excess |cos| over chance at the decisive budget, its standard error and z (paired over keys)."""
-    diff = curve.cosine[level_index, 0] - curve.chance[level_index, 0]
-    se = float(np.std(diff, ddof=1) / math.sqrt(diff.size)) if diff.size > 1 else float("inf")
-    mean = float(np.mean(diff))
-    return mean, se, mean / se if se > 0 else float("inf")
+def _budgets(d: int) -> tuple[int, int]:
+    return Q_LEAK[d], (_kr.QUERY_WARNING["total"] if d == 384 else Q_PLAN_QUICK)
+
+
+def _listed(c: np.ndarray) -> list[float | None]:
+    """Per-key values for the record; ``None`` where the attack got no labels."""
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(c, dtype=float)]
+
+
+def _mean(c: np.ndarray) -> float:
+    """Mean |cos| over keys; an attack that got no labels (``nan``) counts as 0 (no recovery)."""
+    return float(np.mean(np.nan_to_num(c, nan=0.0)))
 
 
 def _plot_s1(data: dict[str, Any], ax):
-    q = np.asarray(data["budgets"])
-    for lv, cos in data["cosine"].items():
-        ax.plot(q, cos, "o-", ms=3, label=f"output '{lv}'" + (" (default)" if lv == data["default"] else ""))
-    ax.fill_between(q, 0, data["chance_hi"], color="0.85", label="chance (independent key), mean + 2 sd")
-    ax.axvline(data["q_star"], color="k", ls=":", lw=1, label=f"⌈d/T⌉ = {data['q_star']} texts")
-    ax.axhline(0.9, color="r", ls="--", lw=0.8)
+    for lv, pts in data["points"].items():
+        q, c = zip(*sorted(pts))
+        ax.plot(q, c, "o-", ms=4, label=f"output '{lv}'" + (" (default)" if lv == data["default"] else ""))
+    ax.axvline(data["q_leak"], color="0.5", ls=":", lw=1, label=f"decision budget {data['q_leak']}")
+    ax.axvline(data["q_plan"], color="k", ls=":", lw=1, label=f"planning figure {data['q_plan']}")
+    ax.axhline(SUCCESS, color="r", ls="--", lw=0.8)
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel(f"detector queries (texts of T = {data['T']} sentences)")
+    ax.set_xlabel(f"detector queries (texts of T = {T} sentences)")
     ax.set_ylabel("mean |cos(recovered, true pivot)|")
-    ax.set_title("key recovery from detector output")
-    ax.legend(fontsize=7, loc="center right")
+    ax.set_title(f"chosen-text key recovery, d = {data['d']}")
+    ax.legend(fontsize=7, loc="lower right")
     return ax
 
 
 @register_check(
     "S1",
     claim="The default detector output (verdict, p-values, total matching count) does not give the key away: "
-    "at the ⌈d/T⌉ queries after which printed per-sentence evidence (f and bits) recovers every pivot "
-    "exactly, recovery from the default output is at chance.",
+    "recovery of the pivots from it is at chance at the budget where the strongest attack recovers them from a "
+    "leaky output (per-channel matches).",
     paper_says="— (the paper and the reference code print per-sentence evidence; no threat model is given).",
-    expected="confirmed",
+    expected="corrected",
     plot=_plot_s1,
-    figure_caption="Recovery of the secret pivots against the number of detector queries, per output level "
-    "(simulated MiniLM-like embeddings, d = 384, b = 4, T = 12, shared mean direction ρ = 0.15).",
+    figure_caption="Recovery of the secret pivots by the chosen-text attack against the number of detector "
+    "queries, per output level (simulated MiniLM-like embeddings, b = 4, T = 12, ρ = 0.15).",
 )
 def check_s1(key: jax.Array, budget: Budget) -> Outcome:
-    k_curve, k_test = jax.random.split(key)
-    q_star = math.ceil(D / T)
+    d = 96 if budget.quick else 384
+    q_leak, q_plan = _budgets(d)
     default = _kr.DEFAULT_OUTPUT_LEVEL
-    n_keys = budget.n(24, 12)
-    test = key_recovery_curve(
-        k_test, [q_star], d=D, b=B, n_sentences=T, rho=RHO, n_keys=n_keys, levels=("evidence", default)
-    )
-    ev_cos = float(np.min(test.min_cosine[0]))
-    ev_bits = float(np.min(test.bit_accuracy[0]))
-    excess, se, z = _excess(test, 1)
-    evidence_recovers = ev_cos >= 0.999 and ev_bits == 1.0
-    default_at_chance = excess + Z_CHANCE * se < EPS_CHANCE
-    # Negative control: the same pipeline, the printed level mutated to per-channel matches; it must be
-    # caught as a leak.
-    mutated = key_recovery_curve(
-        k_test, [q_star], d=D, b=B, n_sentences=T, rho=RHO, n_keys=n_keys, levels=(CONTROL_LEVEL,)
-    )
-    m_excess, m_se, m_z = _excess(mutated, 0)
-    budgets = [8, 16, 32, 64, 128, 256] if budget.quick else [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-    curve = key_recovery_curve(
-        k_curve, budgets, d=D, b=B, n_sentences=T, rho=RHO, n_keys=2 if budget.quick else 3
-    )
-    chance = curve.chance.reshape(-1)
+    n_keys = budget.n(4, 2)
+    kw = dict(d=d, b=B, n_sentences=T, rho=RHO, n_keys=n_keys, pool_size=max(2 * q_plan, 4000) * 4)
+    run = chosen_text_curve(key, [q_leak, q_plan, 2 * q_plan], levels=(default,), **kw)
+    ctrl = chosen_text_curve(key, [q_leak], levels=(CONTROL_LEVEL,), **kw)
+    cos_plan = np.nan_to_num(run.cosine[0, 1], nan=0.0)
+    at_leak, at_plan, at_2plan = _mean(run.cosine[0, 0]), _mean(run.cosine[0, 1]), _mean(run.cosine[0, 2])
+    best_plan = float(np.max(cos_plan))
+    ctrl_leak = _mean(ctrl.cosine[0, 0])
+    old_holds = at_plan < AT_CHANCE
+    correction = best_plan >= SUCCESS - TOL and at_2plan >= SUCCESS and at_leak < SUCCESS
+    acc = run.label_accuracy[0, 2]
+    bits = f"{np.nanmean(acc):.0%}" if np.isfinite(acc).any() else "none"
     return Outcome(
-        verdict=verdict(evidence_recovers and default_at_chance),
-        measured=f"at {q_star} queries: evidence |cos| ≥ {ev_cos:.4f}, bits {ev_bits:.0%}; default "
-        f"('{default}') excess over chance {excess:+.3f} ± {se:.3f} (z = {z:.1f})",
-        method=f"{n_keys} secret keys; {q_star} query texts of {T} sentences from the cluster model (d = {D}, "
-        f"ρ = {RHO}); detector = shared hard-count rule; attacks: least squares on f, correlation + sign "
-        "alignment on matches, correlation + iterative quantisation on counts; chance = the same attack on an "
-        "independent key's output.",
+        verdict=verdict(old_holds, correction),
+        measured=f"default ('{default}'): mean |cos| {at_leak:.3f} at the decision budget {q_leak}, "
+        f"{at_plan:.3f} (best key {best_plan:.3f}) at the planning figure {q_plan}, {at_2plan:.3f} at "
+        f"{2 * q_plan} (bits decoded: {bits}); '{CONTROL_LEVEL}' at {q_leak}: {ctrl_leak:.3f}",
+        method=f"chosen-text attack (probe sentence at chosen positions, fixed filler elsewhere; calibration on "
+        f"four designs, then two texts per probe decoded into its {B} disagreement bits; max-margin fit per "
+        f"pivot) against the toolkit's count code, {n_keys} secret keys, d = {d}, b = {B}, T = {T}, ρ = {RHO}; "
+        f"budgets from pmark_theory._key_recovery.QUERY_WARNING"
+        + (" (measured at d = 96)" if d == 96 else ""),
         statistic={
-            "q_star": q_star,
-            "evidence_min_cosine": ev_cos,
-            "evidence_bit_accuracy": ev_bits,
+            "d": d,
             "default_level": default,
-            "default_excess": excess,
-            "default_excess_se": se,
-            "default_z": z,
-            "curve_levels": list(curve.levels),
-            "curve_budgets": curve.budgets.tolist(),
-            "curve_cosine": curve.cosine.mean(-1).tolist(),
-            "curve_bit_accuracy": curve.bit_accuracy.mean(-1).tolist(),
+            "q_leak": q_leak,
+            "q_plan": q_plan,
+            "default_cos_at_leak": _listed(run.cosine[0, 0]),
+            "default_cos_at_plan": _listed(run.cosine[0, 1]),
+            "default_cos_at_twice_plan": _listed(run.cosine[0, 2]),
+            "default_bits_decoded": _listed(acc),
+            "control_cos_at_leak": _listed(ctrl.cosine[0, 0]),
+            "query_warning": dict(_kr.QUERY_WARNING),
         },
-        tolerance=f"evidence: every pivot |cos| ≥ 0.999 and all bits; default output: excess |cos| over chance + "
-        f"{Z_CHANCE:g} SE < {EPS_CHANCE} (paired over {n_keys} keys); the control must have excess − "
-        f"{Z_CHANCE:g} SE > {EPS_CHANCE}.",
+        tolerance=f"success = mean |cos| ≥ {SUCCESS}; at the planning figure the best key ≥ {SUCCESS} − {TOL} "
+        f"(q_plan is the smallest budget any measured key reached {SUCCESS}) and the mean ≥ {SUCCESS} at twice it; "
+        f"old statement 'at chance' if the mean is < {AT_CHANCE} at q_plan; the default must stay < {SUCCESS} at "
+        f"the decision budget, where the control must reach {SUCCESS}.",
         control=Control(
-            "printed level mutated from the total count to per-channel matches",
-            f"excess over chance {m_excess:+.3f} ± {m_se:.3f} (z = {m_z:.1f})",
-            failed=bool(m_excess - Z_CHANCE * m_se > EPS_CHANCE),
-            statistic={"excess": m_excess, "se": m_se, "z": m_z},
+            f"printed level changed from the total count to per-channel matches ('{CONTROL_LEVEL}')",
+            f"mean |cos| {ctrl_leak:.3f} at the decision budget {q_leak}",
+            failed=bool(ctrl_leak >= SUCCESS),
+            statistic={"cosine": _listed(ctrl.cosine[0, 0])},
         ),
         plot_data={
-            "budgets": curve.budgets.tolist(),
-            "cosine": {lv: curve.cosine[i].mean(-1).tolist() for i, lv in enumerate(curve.levels)},
-            "chance_hi": float(chance.mean() + 2 * chance.std()),
-            "q_star": q_star,
-            "T": T,
+            "points": {
+                default: [[q_leak, at_leak], [q_plan, at_plan], [2 * q_plan, at_2plan]],
+                CONTROL_LEVEL: [[q_leak, ctrl_leak]],
+            },
+            "q_leak": q_leak,
+            "q_plan": q_plan,
+            "d": d,
             "default": default,
         },
     )

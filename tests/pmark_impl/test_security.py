@@ -21,6 +21,7 @@ from pmark_impl._security import (
     key_recovery_on_text,
     query_texts,
 )
+from pmark_impl._security_chosen import chosen_text_on_text
 from pmark_impl.detection._detect import detect
 from pmark_impl.generation._watermark import generate
 from pmark_impl.keys._keys import WatermarkKey
@@ -116,6 +117,21 @@ def test_the_default_output_leaks_slowly_the_attack_is_not_vacuous(human):
     assert res["cosine"][0] < res["cosine"][1]
 
 
+def test_chosen_text_attack_through_the_real_detector_recovers_the_key(human):
+    # The chosen-text attack (S1) reading only statistics.hard.n_green of the default output, through the real
+    # detect() on real sentences with a fake encoder (d = 16, b = 2, T = 8, seed 0): calibration ~210 queries,
+    # then each probe's 2 bits from one text. Measured |cos| 0.98 at 300 queries, 0.9996 at 600; every bit
+    # decoded right. Thresholds 0.9 / 0.99 leave room for platform noise in the max-margin fit.
+    key = _key(1, 16, channels=2)
+    enc = FakeEncoder.random(human, 16, seed=3)
+    res = chosen_text_on_text(key, enc, human[:800], [100, 300, 600], n_sentences=8)
+    assert res["cosine"][1] > 0.9 and res["cosine"][2] > 0.99
+    assert res["bits_decoded"][2] == 1.0 and res["sign_agreement"][2] > 0.98
+    assert res["detect_calls"] <= 600 and res["labels"][2] > res["labels"][1] > 0
+    with pytest.raises(PMarkValueError, match="at least 64"):
+        chosen_text_on_text(key, enc, human[:10], [10], n_sentences=8)
+
+
 def test_key_recovery_on_text_rejects_bad_arguments(human):
     enc = FakeEncoder.random(human[:40], 16, seed=1)
     with pytest.raises(PMarkValueError, match="level must be one of"):
@@ -189,3 +205,19 @@ def test_key_recovery_on_real_text_with_minilm(minilm, human):
     tot = key_recovery_on_text(key, minilm, human, [32], n_sentences=12, level="total")
     assert tot["cosine"][0] - tot["chance_cosine"][0] < 0.1 and tot["cosine"][0] < 0.3
     assert tot["sign_agreement"][0] - tot["chance_sign_agreement"][0] < 0.1
+
+
+@pytest.mark.slow
+def test_chosen_text_attack_on_real_text_with_minilm(minilm, human):
+    # docs/security.md §3.3: the chosen-text attack through the real detector, MiniLM (d = 384), b = 4, T = 12,
+    # the default output only, the built-in corpus as probes (key seed 1000, attacker seed 0). Measured once
+    # (2026-11-26): |cos| 0.534 at 1,000 queries and 0.678 at 2,000, sign agreement 0.875 / 0.933, every bit
+    # decoded right; the threshold leaves 0.1 for platform noise in the max-margin fit.
+    key = WatermarkKey.generate(np.random.default_rng(1000), str(minilm.name), int(minilm.dim), 4)
+    res = chosen_text_on_text(key, minilm, human, [1000, 2000], n_sentences=12)
+    assert res["bits_decoded"][1] == 1.0
+    assert res["cosine"][1] > res["cosine"][0] > REAL_COS_1000 - 0.1
+
+
+#: Mean |cos| of the chosen-text attack at 1000 queries on MiniLM (key seed 1000), measured for docs/security.md.
+REAL_COS_1000 = 0.534

@@ -54,10 +54,10 @@ def test_mutation_is_caught(check_id: str, index: int, monkeypatch: pytest.Monke
     mutation = MUTATIONS[check_id][index]
     rec = _run_mutated(check_id, mutation, monkeypatch)
     _assert_caught(rec, mutation)
-    if check_id == "S1":  # not only "not at chance": the mutated default output is measured to leak the key
+    if check_id == "S1" and index == 0:  # the mutated default (per-channel) output is measured to leak
         stat = rec["statistic"]
         assert stat["default_level"] == "channel"
-        assert stat["default_excess"] - 5 * stat["default_excess_se"] > 0.1, rec["measured"]
+        assert min(stat["default_cos_at_leak"]) >= 0.9, rec["measured"]
 
 
 @pytest.mark.parametrize("check_id", ["C9", "E11"])
