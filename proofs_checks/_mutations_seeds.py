@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from pmark_theory import _seed_resampling as _sres
 from pmark_theory import _seeds as _sds
 from proofs_checks._mutation_types import Mutation
+from simulations import _seed_robustness as _rob
 
 __all__ = ["MUTATIONS"]
 
@@ -64,6 +65,12 @@ MUTATIONS: dict[str, list[Mutation]] = {
             "context seeds computed from the position: c_t replaced by a fixed direction of t (positional seeds)",
             lambda mp: mp.setattr(_sds, "context_seed_bits", _context_bits_from_position),
             "pmark_theory._seeds.context_seed_bits",
-        )
+        ),
+        Mutation(
+            "the detector recomputes context bits from the UNDELETED text's contexts (which a real detector cannot "
+            "see): deletion costs nothing beyond the deleted sentences",
+            lambda mp: mp.setattr(_rob, "read_kept", _rob.read_kept_undeleted),
+            "simulations._seed_robustness.read_kept",
+        ),
     ],
 }

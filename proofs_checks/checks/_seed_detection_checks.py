@@ -6,10 +6,16 @@ check draws coherent texts from the Gaussian topic model (``e = μ + a + ξ``, :
 compares the Sheppard variance formula with Monte Carlo (independent ``v_j, ζ_j``: exact; the toolkit's orthogonal
 pairs at d = 64 and 384: reported), measures the real FPR of X3's binomial test (Clopper–Pearson) and shows that
 the key-resampling p-value is uniform (KS on randomised ties, CP at α = 0.05 and 0.01), with its power beside the
-binomial test's on watermarked text and its cost.
+binomial test's on watermarked text and its cost. Its control runs resamplers with a wrong key law (bits iid
+fair per ``(t, j)``; one ``(V, ζ)`` for every resample; :data:`simulations._seed_null.MUTANT_FRAMES`) through the
+same p-value pipeline: KS or CP must reject each.
 
 Z4. Watermarked texts (offline and online PMark) lose ``k = 1, 2, 4`` random sentences; context seeds keep more
-evidence than positional seeds (:mod:`simulations._seed_robustness`).
+evidence than positional seeds, and a detector that sees only the kept text pays for each deletion beyond the
+deleted sentences (:mod:`simulations._seed_robustness`). Its control is a detector that recomputes context bits
+from the undeleted text (no cost: caught). Offline detection is reported with each seeding's valid null: the
+key-resampling null for context seeds (z standardised by the resampled mean and SD of each text; resampling
+p-value), the binomial null for positional seeds.
 
 Resampling keys are RBG keys (``jax.random.key(seed, impl="rbg")``): the threefry kernels of
 ``complement_frame``'s Gaussian draws take about 9 s to compile on 2 CPU cores, RBG about 4 s; the key law
@@ -31,8 +37,13 @@ from pmark_theory._detection import hard_count_pvalue
 from proofs_checks._registry import Budget, Control, Outcome, register_check
 from proofs_checks.checks._common import GOF_P, rng_from_key, verdict
 from simulations import rejection_rate
-from simulations._seed_null import frame_null_counts, observed_counts, resampling_pvalues
-from simulations._seed_robustness import deletion_experiment, kept_difference
+from simulations._seed_null import MUTANT_FRAMES, frame_null_counts, observed_counts, resampling_pvalues
+from simulations._seed_robustness import (
+    DETECTION_ALPHAS,
+    deletion_experiment,
+    kept_difference,
+    read_kept_undeleted,
+)
 from simulations._seed_texts import draw_context_keys, generate_seeded_texts, topic_texts
 
 #: Z3's setting: dimension, channels, sentences, window, |μ| (in units of the noise SD) and topic share λ.
@@ -132,6 +143,13 @@ def _plot_z3(data: dict[str, Any], ax):
     return ax
 
 
+def _valid(p_cons: np.ndarray, p_rand: np.ndarray, jitter: np.ndarray, k_r: int) -> tuple[bool, float, dict]:
+    """KS on the randomised p-values (made continuous by ``jitter``) and CP at each α of the conservative ones."""
+    ks_p = float(stats.kstest(p_rand - jitter / (k_r + 1), "uniform").pvalue)  # exactly U(0, 1) under H0
+    rates = _rates(p_cons)
+    return ks_p > GOF_P and all(r["lo"] <= a for a, r in zip(ALPHAS, rates.values())), ks_p, rates
+
+
 @register_check(
     "Z3",
     claim="With context seeds the hard count of a fixed human text is overdispersed over keys (Var N = (b/4)[T + "
@@ -145,7 +163,7 @@ def _plot_z3(data: dict[str, Any], ax):
     f"w = {W}, |μ| = {MU_NORM}, λ = {LAM}): X3's binomial p-value and the key-resampling p-value (ties randomised).",
 )
 def check_z3(key: jax.Array, budget: Budget) -> Outcome:
-    k_mu, k_h, k_keys, k_res, k_var, k_w, k_wres, k_jit = jax.random.split(key, 8)
+    k_mu, k_h, k_keys, k_res, k_var, k_w, k_wres, k_jit, k_ctrl = jax.random.split(key, 9)
     mu = _mu(k_mu, D)
     m_b, m_r, m_w = budget.n(20_000, 2_000), budget.n(2_000, 200), budget.n(1_000, 100)
     k_r, k_v = budget.n(199, 99), budget.n(40_000, 4_000)
@@ -162,10 +180,17 @@ def check_z3(key: jax.Array, budget: Budget) -> Outcome:
 
     # 2. The key-resampling p-value on the first m_r of the same texts (same keys, same counts).
     p_cons, p_rand = resampling_pvalues(_rbg(k_res), texts[:m_r], n_obs[:m_r], B, W, k_r)
-    p_cont = p_rand - rng_from_key(k_jit).random(m_r) / (k_r + 1)  # exactly Uniform(0, 1) under H0
-    ks_p = float(stats.kstest(p_cont, "uniform").pvalue)
-    res_rates = _rates(p_cons)
-    res_valid = ks_p > GOF_P and all(r["lo"] <= a for a, r in zip(ALPHAS, res_rates.values()))
+    jitter = rng_from_key(k_jit).random(m_r)
+    p_cont = p_rand - jitter / (k_r + 1)
+    res_valid, ks_p, res_rates = _valid(p_cons, p_rand, jitter, k_r)
+    # Control: the resampler with a wrong key law (NumPy, simulations._seed_null) through the same pipeline.
+    ctrl = {}
+    for i, frame in enumerate(MUTANT_FRAMES):
+        c_cons, c_rand = resampling_pvalues(
+            jax.random.fold_in(k_ctrl, i), texts[:m_r], n_obs[:m_r], B, W, k_r, frame=frame
+        )
+        ok, c_ks, c_rates = _valid(c_cons, c_rand, jitter, k_r)
+        ctrl[frame] = {"valid": ok, "ks_p": c_ks, "rates": c_rates}
 
     # 3. The variance formula against Monte Carlo.
     rows = _variance_rows(k_var, k_v)
@@ -191,7 +216,6 @@ def check_z3(key: jax.Array, budget: Budget) -> Outcome:
 
     correction = res_valid and var_ok
     infl = [r["inflation"] for r in rows if r["d"] == D]
-    ctrl_z = [r["z_binomial"] for r in rows]
     orth = "; ".join(f"d = {r['d']}: {r['rel_orthogonal']:+.3f} ({r['z_orthogonal']:+.1f} SE)" for r in rows)
     return Outcome(
         verdict=verdict(paper_holds, correction),
@@ -217,15 +241,18 @@ def check_z3(key: jax.Array, budget: Budget) -> Outcome:
             "power": power,
             "seconds_per_text_k999": cost,
             "n_resamples": k_r,
+            "z_binomial_variance": [r["z_binomial"] for r in rows],
         },
         tolerance=f"binomial test anti-conservative: Clopper–Pearson ({CONF:.3f}) lower bound > α at some α; "
         f"resampling valid: KS p > {GOF_P:g} on the randomised p-values and CP lower bound ≤ α at α = 0.05 and "
         f"0.01; Var formula within {Z_SE:g} SE of the independent-pair Monte Carlo (SE of a sample variance).",
         control=Control(
-            "X3's binomial variance bT/4 against the Monte Carlo variance over the toolkit's keys",
-            f"z = {', '.join(f'{z:.0f}' for z in ctrl_z)}",
-            failed=any(abs(z) > Z_SE for z in ctrl_z),
-            statistic={"z": ctrl_z},
+            "the key resampler with a wrong key law, run through the same p-value pipeline on the same texts and "
+            "counts: bits iid fair per (t, j) (positional, X3's null) / one (V, ζ) shared by every resample; "
+            "each must be rejected by KS or CP",
+            "; ".join(f"{f}: KS p = {c['ks_p']:.1e}, {_fmt_rates(c['rates'])}" for f, c in ctrl.items()),
+            failed=not any(c["valid"] for c in ctrl.values()),
+            statistic=ctrl,
         ),
         plot_data={
             "pvalues": {
@@ -253,11 +280,34 @@ def _plot_z4(data: dict[str, Any], ax):
     return ax
 
 
+def _z4_row(ctx: Any, pos: Any) -> dict[str, Any]:
+    diff, se = kept_difference(ctx, pos)
+    return {"k": ctx.k, "kept_context": ctx.kept, "kept_position": pos.kept, "effect": diff, "se": se,
+            "ci95": [diff - 1.96 * se, diff + 1.96 * se], "z_binomial_context": ctx.z, "z_position": pos.z,
+            "cost_context": [ctx.cost, ctx.cost_se], "cost_position": [pos.cost, pos.cost_se]}  # fmt: skip
+
+
+def _pays(kept: Any) -> bool:
+    """Deletion costs evidence beyond the deleted sentences: ``cost − Z_SE·SE > 0`` for every ``k``."""
+    return all(e.cost - Z_SE * e.cost_se > 0 for e in kept)
+
+
+def _detection_rows(res: dict[str, Any], n: int) -> dict[str, list[dict[str, Any]]]:
+    return {
+        s: [{"k": d.k, "z": d.z, "z_se": d.z_se, "z_binomial": d.z_binomial, "null_sd_ratio": d.null_sd_ratio,
+             "power": {str(a): _rate(np.arange(n) < c) for a, c in zip(DETECTION_ALPHAS, d.n_reject)}}
+            for d in r.detection]
+        for s, r in res.items()
+    }  # fmt: skip
+
+
 @register_check(
     "Z4",
     claim="Context seeds make PMark's evidence robust to sentence deletion: after deleting k = 1, 2, 4 random "
     "sentences the evidence kept (excess match fraction relative to the undeleted text) is larger with context "
-    "seeds than with positional seeds, for offline and online PMark.",
+    "seeds than with positional seeds, for offline and online PMark; a detector that sees only the kept text pays "
+    "for every deletion beyond the deleted sentences. Tested with each seeding's valid null (key resampling for "
+    "context seeds, Z3), context seeds without deletions detect less than positional seeds.",
     paper_says="The appendix proposes context-aware seeds so that edits which shift sentence positions do not "
     "destroy the evidence of later sentences.",
     expected="confirmed",
@@ -268,52 +318,63 @@ def _plot_z4(data: dict[str, Any], ax):
 def check_z4(key: jax.Array, budget: Budget) -> Outcome:
     k_mu, k_exp = jax.random.split(key)
     mu = _mu(k_mu, D)
-    n_texts = budget.n(2_000, 200)
-    effects, plot, before = {}, {}, {}
+    n_texts, n_res = budget.n(2_000, 200), budget.n(999, 99)
+    effects, plot, pays, ctrl_pays, detection, ctrl_cost = {}, {}, {}, {}, {}, []
     for i, rule in enumerate(Z4_RULES):
-        res = deletion_experiment(jax.random.fold_in(k_exp, i), mu, LAM, n_texts, T, B, N_CAND, KS, rule, W)
+        res = deletion_experiment(
+            jax.random.fold_in(k_exp, i), mu, LAM, n_texts, T, B, N_CAND, KS, rule, W,
+            n_resamples=n_res if rule == "offline" else 0, control_reader=read_kept_undeleted,
+        )  # fmt: skip
         plot[rule] = {
             s: {"k": list(KS), "kept": [e.kept for e in r.kept], "se": [e.se for e in r.kept]}
             for s, r in res.items()
         }
-        effects[rule] = []
-        for ctx, pos in zip(res["context"].kept, res["position"].kept):
-            diff, se = kept_difference(ctx, pos)
-            effects[rule].append(
-                {
-                    "k": ctx.k,
-                    "kept_context": ctx.kept,
-                    "kept_position": pos.kept,
-                    "effect": diff,
-                    "se": se,
-                    "ci95": [diff - 1.96 * se, diff + 1.96 * se],
-                    "z_context": ctx.z,
-                    "z_position": pos.z,
-                }
-            )
-        c0, p0 = res["context"], res["position"]
-        before[rule] = {"effect": c0.before - p0.before, "se": math.hypot(c0.before_se, p0.before_se)}
-    holds = all(e["effect"] - Z_SE * e["se"] > 0 for es in effects.values() for e in es)
-    ctrl_hits = [b["effect"] - Z_SE * b["se"] > 0 for b in before.values()]
+        effects[rule] = [_z4_row(c, p) for c, p in zip(res["context"].kept, res["position"].kept)]
+        pays[rule] = {s: _pays(r.kept) for s, r in res.items()}
+        ctrl_pays[rule] = {s: _pays(r.control) for s, r in res.items()}
+        ctrl_cost += [abs(e.cost) for r in res.values() for e in r.control]
+        if rule == "offline":
+            detection = _detection_rows(res, n_texts)
+    more = all(e["effect"] - Z_SE * e["se"] > 0 for es in effects.values() for e in es)
+    holds = more and all(v for p in pays.values() for v in p.values())
     fmt = "; ".join(
         f"{rule}: " + ", ".join(f"k = {e['k']}: {e['kept_context']:.3f} vs {e['kept_position']:.3f} "
         f"(Δ = {e['effect']:.3f} [{e['ci95'][0]:.3f}, {e['ci95'][1]:.3f}])" for e in es)
         for rule, es in effects.items()
     )  # fmt: skip
+    det = "; ".join(
+        f"k = {c['k']}: z {c['z']:.2f} vs {p['z']:.2f}, power {c['power']['0.01']['rate']:.3f} vs "
+        f"{p['power']['0.01']['rate']:.3f}"
+        for c, p in zip(detection["context"], detection["position"])
+    )
+    costs = ", ".join(
+        f"{r}/{s} k = {e['k']}: {e[f'cost_{s}'][0]:.3f} ± {e[f'cost_{s}'][1]:.3f}"
+        for r, es in effects.items() for e in es for s in ("context", "position") if e["k"] == KS[0]
+    )  # fmt: skip
     return Outcome(
         verdict=verdict(holds),
-        measured=f"evidence kept, context vs positional seeds (95% CI of the difference): {fmt}",
+        measured=f"evidence kept, context vs positional seeds (95% CI of the difference): {fmt}. Offline detection "
+        f"with each seeding's valid null, context vs positional (mean z; power at α = 0.01): {det}",
         method=f"{n_texts} watermarked texts per rule and seeding (topic model d = {D}, |μ| = {MU_NORM}, λ = {LAM}, "
         f"T = {T}, b = {B}, N = {N_CAND}, w = {W}; fresh Haar key per text; simulations._seed_robustness), "
         f"k ∈ {KS} sentences deleted at uniform random positions; kept = mean(x_k − ½)/mean(x_0 − ½) with x the "
-        "match fraction (hard count / bits; median 0 offline, the candidate law's median online), delta-method SE.",
-        statistic={"effects": effects, "before": before},
-        tolerance=f"context keeps more for every rule and k: Δ − {Z_SE:g} SE > 0 (independent texts).",
+        "match fraction (hard count / bits; median 0 offline, the candidate law's median online), delta-method SE; "
+        "cost = the kept sentences read against their generation bits minus the detector's reading (paired); "
+        f"offline detection: z = (N − mean)/SD over K = {n_res} resampled keys per text and the resampling p-value "
+        "(context seeds, pmark_theory._seed_resampling's key law through simulations._seed_null.resampling_null), "
+        "binomial z and p (positional seeds).",
+        statistic={"effects": effects, "pays": pays, "detection": detection, "n_resamples": n_res},
+        tolerance=f"context keeps more for every rule and k: Δ − {Z_SE:g} SE > 0 (independent texts); deletion costs "
+        f"evidence beyond the deleted sentences for every rule, seeding and k: cost − {Z_SE:g} SE > 0 (paired). "
+        "Detection is reported, not gated.",
         control=Control(
-            "the same test with nothing deleted (k = 0): the raw excess match fraction of context minus positional",
-            ", ".join(f"{r}: Δ = {b['effect']:+.4f} ± {b['se']:.4f}" for r, b in before.items()),
-            failed=not any(ctrl_hits),
-            statistic=before,
+            "a detector that recomputes context bits from the UNDELETED text (simulations._seed_robustness."
+            "read_kept_undeleted), on the same deletions: deletion must then cost nothing beyond the deleted "
+            "sentences, which the cost test must catch",
+            f"control max |cost| = {max(ctrl_cost):.3g} over every rule, seeding and k (honest reading at "
+            f"k = {KS[0]}: {costs})",
+            failed=not any(v for p in ctrl_pays.values() for v in p.values()),
+            statistic={"pays": ctrl_pays, "max_abs_cost": max(ctrl_cost)},
         ),
         plot_data=plot,
     )

@@ -70,3 +70,40 @@ def test_resampling_pvalues_match_the_single_text_function():
     assert np.all((rand <= cons) & (rand >= 1 / 41))
     with pytest.raises(PMarkValueError, match="observed"):
         sn.resampling_pvalues(key, texts, obs[:2], B, 1, 40)
+
+
+def test_resampling_null_matches_resampled_counts_and_reuses_keys_across_readings():
+    # threefry keys: the same draws under any batching (RBG keys give the same law, not the same draws)
+    rng = np.random.default_rng(5)
+    texts = rng.standard_normal((3, T, D)) + 0.8 * rng.standard_normal(D)
+    obs = [np.array([5, 6, 7]), np.array([4, 4, 5])]
+    key = jax.random.key(6)
+    full, head = sn.resampling_null(key, [texts, texts[:, :4]], obs, B, 1, 30)
+    for i in range(3):
+        for x, o, nl in ((texts, obs[0], full), (texts[:, :4], obs[1], head)):
+            c = sr.resampled_counts(jax.random.fold_in(key, i), x[i], B, 1, 30)
+            assert nl.mean[i] == c.mean() and nl.sd[i] == c.std(ddof=1)
+            assert nl.pvalue[i] == sr.pvalue_from_counts(o[i], c)
+    with pytest.raises(PMarkValueError, match="observed"):
+        sn.resampling_null(key, [texts], [obs[0][:2]], B, 1, 30)
+    with pytest.raises(PMarkValueError, match="same M"):
+        sn.resampling_null(key, [texts, texts[:2]], obs, B, 1, 30)
+    with pytest.raises(PMarkValueError, match="n_resamples"):
+        sn.resampling_null(key, [texts], obs[:1], B, 1, 1)
+
+
+def test_mutant_frames_are_the_wrong_laws():
+    rng = np.random.default_rng(7)
+    e = rng.standard_normal((T, D)) + 1.5 * rng.standard_normal(D)  # coherent: the real null is overdispersed
+    pos = sn.frame_null_counts(rng, e, B, 1, 20_000, "positional")
+    observed = np.bincount(pos, minlength=B * T + 1)
+    expected = stats.binom.pmf(np.arange(B * T + 1), B * T, 0.5) * pos.size
+    assert stats.chisquare(observed, expected).pvalue > 1e-3  # X3's Binomial(bT, ½), whatever the text
+    shared = sn.frame_null_counts(rng, e, B, 1, 500, "shared")
+    assert shared.max() - shared.min() <= B  # only r_0 (b bits) varies
+    cons, _ = sn.resampling_pvalues(
+        jax.random.key(8, impl="rbg"), e[None], np.array([5]), B, 1, 40, frame="shared"
+    )
+    assert 1 / 41 <= cons[0] <= 1
+    with pytest.raises(PMarkValueError, match="centring"):
+        sn.resampling_pvalues(jax.random.key(8), e[None], np.array([5]), B, 1, 40, "context", e[0], "shared")

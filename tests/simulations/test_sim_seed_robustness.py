@@ -180,3 +180,44 @@ def test_context_seeds_keep_more_evidence():
     assert res["context"].before > 0.2 and res["position"].before > 0.2
     with pytest.raises(PMarkValueError, match="ks"):
         rb.deletion_experiment(jax.random.key(6), MU, 0.5, 10, T, B, 8, (T,))
+
+
+@pytest.mark.parametrize("seeding", ["position", "context"])
+def test_surviving_reading_and_the_undeleted_reader(seeding):
+    rng = np.random.default_rng(9)
+    m = 6
+    v, z, tab = st.draw_context_keys(rng, m, D, B, T)
+    emb = rng.standard_normal((m, T, D))
+    med = rng.normal(0, 0.1, (m, B))
+    texts = st.SeededTexts(emb, v, z, tab, med, seeding, 1, "online")
+    kept = np.tile(np.array([1, 2, 4, 5]), (m, 1))  # sentences 0 and 3 deleted
+    surv = rb.surviving_match_fractions(texts, kept)
+    cheat, _ = rb.read_kept_undeleted(texts, kept)
+    honest, _ = rb.read_kept(texts, kept)
+    for i in range(m):
+        bits = _window_bits(z[i], emb[i], 1, tab[i, 0]) if seeding == "context" else tab[i]
+        n = ((emb[i] @ v[i].T > med[i]).astype(int) == bits)[kept[i]].sum()
+        assert surv[i] == cheat[i] == n / (B * 4)  # the reader that sees the undeleted text: no cost
+    assert not np.array_equal(
+        honest, surv
+    )  # the real reader re-seeds sentences 0 and 3 (and shifts positions)
+    full = np.tile(np.arange(T), (m, 1))
+    np.testing.assert_array_equal(rb.read_kept(texts, full)[0], rb.surviving_match_fractions(texts, full))
+
+
+def test_deletion_costs_evidence_and_context_detection_uses_the_resampling_null():
+    res = rb.deletion_experiment(
+        jax.random.key(10), MU * 3, 0.5, 60, T, B, 8, (2,), "offline", 1, 25, rb.read_kept_undeleted
+    )
+    for r in res.values():
+        e, c = r.kept[0], r.control[0]
+        assert e.cost - 3 * e.cost_se > 0 and e.surviving == pytest.approx(e.kept + e.cost)
+        assert c.cost == 0 and c.kept == e.surviving  # the control reader reads the surviving evidence
+        assert [d.k for d in r.detection] == [0, 2]
+        assert all(len(d.n_reject) == len(rb.DETECTION_ALPHAS) for d in r.detection)
+    pos, ctx = res["position"].detection[0], res["context"].detection[0]
+    assert pos.z == pos.z_binomial and pos.null_sd_ratio == 1.0
+    # regression (Z4 reported binomial z's for context seeds): their null is wider, so the valid z is smaller
+    assert ctx.null_sd_ratio > 1.2 and ctx.z < ctx.z_binomial
+    with pytest.raises(PMarkValueError, match="offline"):
+        rb.deletion_experiment(jax.random.key(10), MU, 0.5, 10, T, B, 8, (1,), "online", 1, 25)
