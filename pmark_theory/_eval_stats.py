@@ -2,7 +2,8 @@
 
 Rates (TPR, FPR, bit accuracy) carry Clopper–Pearson intervals; the TPR the exact hard-count test of X3
 should reach is predicted from per-channel bit accuracies by the exact Poisson-binomial law of the count (C14
-with unequal channels); a Cochran–Armitage test says whether a rate falls as an attack's strength grows. The
+with unequal channels; iid bits — :mod:`pmark_theory._eval_intervals` has the model with text-to-text
+variation that ``pmark evaluate`` reports); a Cochran–Armitage test says whether a rate falls as an attack's strength grows. The
 empirical threshold, ROC and AUC (with Newcombe's Wilson-type interval) live in
 :mod:`pmark_theory._score_stats` and are re-exported here. Everything is float64 NumPy/SciPy and pure.
 
@@ -290,6 +291,11 @@ def predicted_tpr_interval(
     corner of lower bounds and largest at the corner of upper bounds: ``[power(lo), power(hi)]`` covers the
     true predicted TPR with probability ``>= confidence`` (conservative; it ignores the spread of the ``T_i``,
     which are taken as given).
+
+    It assumes iid bits across texts. When bit accuracy varies from text to text it covers the texts' TPR far
+    less often than its level (about 0.6 at intra-text correlation ρ = 0.2 in check M1), so ``pmark evaluate``
+    reports :func:`pmark_theory._eval_intervals.predicted_tpr_overdispersed` instead; this one stays as M1's
+    negative control and for iid settings.
 
     Args:
       n_sentences: ``[n_texts]`` sentence counts.
