@@ -270,12 +270,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
     key, key_calibration = evaluate_inputs.calibrate_key(args, key, encoder, runs, config.alphas)
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **dev)
-    if args.model is None:
-        from pmark_impl.sampling._models import DEFAULT_LM_NAME
-
-        model_name = DEFAULT_LM_NAME
-    else:
-        model_name = str(args.model)
+    model_name = evaluate_inputs.model_label(args.model, getattr(sampler, "model", None))  # what was loaded
     limit = _context_limit(sampler)
     if limit is not None:
         room = config.max_sentences * int(
@@ -302,10 +297,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "prompt_field": args.prompt_field,
             "n_documents": len(documents),
             "fingerprint": prompts_fingerprint(documents),
+            "min_sentences": args.min_sentences,  # the prompt filter (the detector's minimum is min_sentences)
         },
         "model": model_name,
         "encoder": str(getattr(encoder, "name", args.encoder)),
-        "oracle": None if ctx.oracle is None else (model_name if args.oracle == "same" else args.oracle),
+        "oracle": None
+        if ctx.oracle is None
+        else (
+            model_name if args.oracle == "same" else evaluate_inputs.model_label(args.oracle, ctx.oracle[0])
+        ),
         "key_fingerprint": key.fingerprint,
         "key": "file" if args.key else f"evaluation key, seed {args.key_seed}",
         "key_calibration": key_calibration,
@@ -326,7 +326,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         finish(world)
     if results is not None:
         print(
-            f"pmark: evaluation report in {args.out}/report.md ({len(documents)} documents, {len(runs)} runs)",
+            f"pmark: evaluation report in {args.out}/report.md, its tables as CSV and LaTeX in {args.out}/tables/ "
+            f"({len(documents)} documents, {len(runs)} runs)",
             file=sys.stderr,
         )
     return 0

@@ -21,6 +21,7 @@ __all__ = [
     "check_settings",
     "evaluation_device",
     "evaluation_key",
+    "model_label",
     "parse_runs",
     "read_key_file",
 ]
@@ -221,3 +222,57 @@ def calibration_files(args: argparse.Namespace) -> list[tuple[str, str]]:
     if len(set(names)) != len(names):
         raise CLIError("a scheme's calibration is given twice")
     return pairs
+
+
+def _loaded_name(model: Any) -> str:
+    """The name or path a model was loaded from (transformers' ``name_or_path``); ``""`` for one built in memory."""
+    name = getattr(model, "name_or_path", None) or getattr(
+        getattr(model, "config", None), "_name_or_path", None
+    )
+    return str(name) if name else ""
+
+
+def _is_default_lm(loaded: str) -> bool:
+    """Whether ``loaded`` (a ``name_or_path``) is the offline default LM's file or its folder."""
+    import os
+
+    from pmark_impl.sampling._models import DEFAULT_LM_NAME, default_lm_path
+
+    if os.path.basename(loaded.rstrip("/")) == DEFAULT_LM_NAME:
+        return True
+    try:
+        folder = os.path.dirname(default_lm_path())
+    except (ImportError, OSError):
+        return False
+    return os.path.abspath(os.path.expanduser(loaded)) == os.path.abspath(folder)
+
+
+def model_label(requested: str | None, model: Any) -> str:
+    """The label of the LM that was loaded, for ``config.json``, ``results.json`` and the report (issue 28).
+
+    The label names the model actually used, never a default it was assumed to be: for a model built in memory
+    (the tiny LM of the tests and the audit, a model a loader hands over) its class and size, e.g.
+    ``"LlamaForCausalLM (in memory, 43,090 parameters)"``; otherwise the name the user gave (``--model`` /
+    ``--oracle``, as before, so earlier evaluation folders resume); without one, the default LM's file name
+    (``SmolLM2-135M-Instruct.Q4_1.gguf``) only when what was loaded is that file, else the model's own
+    ``name_or_path``.
+
+    Args:
+      requested: the name given on the command line (``None``: the default LM was asked for).
+      model: the loaded model (a transformers model, or anything with ``name_or_path`` / ``config``), or
+        ``None`` when the sampler exposes none.
+    """
+    from pmark_impl.sampling._models import DEFAULT_LM_NAME
+
+    if model is None:  # a sampler without a model: only the name asked for is known
+        return str(requested) if requested is not None else "unknown (the sampler exposes no model)"
+    loaded = _loaded_name(model)
+    if not loaded:
+        try:
+            size = f", {sum(int(p.numel()) for p in model.parameters()):,} parameters"
+        except (AttributeError, TypeError):
+            size = ""
+        return f"{type(model).__name__} (in memory{size})"
+    if requested is not None:
+        return str(requested)
+    return DEFAULT_LM_NAME if _is_default_lm(loaded) else loaded

@@ -11,8 +11,12 @@ negatives) and, when the ``none`` run exists, the same LM's unwatermarked texts:
   * ``tpr_empirical`` — TPR at the threshold that gives FPR ``<= α`` on the human negatives (the papers' way);
   * ``fpr`` / ``fpr_lm`` — the exact test's false-positive rate on human / LM texts;
   * ``auc`` with Newcombe's interval, the ROC curve, per-channel matching-bit rate;
-  * ``predicted_tpr`` — the TPR the exact binomial law predicts from the measured per-channel bit accuracy and
-    each text's number of sentences (X3, C14), with the interval from simultaneous Clopper–Pearson bounds.
+  * ``predicted_tpr`` — the TPR the exact count test should reach given each text's number of sentences and the
+    measured bit accuracy with its text-to-text spread (beta-binomial model of per-text accuracy, X3, M1), with
+    a percentile bootstrap interval over texts; ``model`` says which model the prediction assumes.
+
+Per run: ``quality`` — perplexity as a geometric mean with a log-scale t interval, distinct-2/3 with a
+delete-one-text jackknife interval (each ``{"value", "ci", "method", ...}``).
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from pmark_impl.evaluate._config import EvalConfig, RunSpec
+from pmark_impl.evaluate._config import EvalConfig, RunSpec, unit_seed
+from pmark_theory import _eval_intervals as ei
 from pmark_theory import _eval_stats as es
 
 __all__ = ["SCHEMA", "aggregate", "clean_json", "timing"]
@@ -50,27 +54,48 @@ def _prop(p: es.Proportion) -> dict[str, Any]:
     return {"k": int(p.k), "n": int(p.n), "rate": p.rate, "ci": [p.lo, p.hi]}
 
 
-def _mean_ci(values: Sequence[float], confidence: float) -> dict[str, Any] | None:
+#: How the perplexity column's interval is made (results.json ``perplexity.method``).
+PPL_METHOD = "geometric mean exp(mean log PPL); t interval of the mean log PPL, exponentiated"
+#: How the distinct-n columns' intervals are made (results.json ``distinct_2.method``).
+DISTINCT_METHOD = "distinct n-grams / all n-grams over the texts; delete-one-text jackknife t interval"
+#: Bootstrap resamples of the predicted-TPR interval.
+N_BOOT = 1000
+
+
+def _log_mean_ci(values: Sequence[float | None], confidence: float) -> dict[str, Any] | None:
+    """Geometric mean of the finite values with the log-scale t interval (never negative); ``None`` if none."""
     x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
     if x.size == 0:
         return None
-    mean = float(x.mean())
-    if x.size < 2:
-        lo = hi = float("nan")
-    else:
-        half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
-        lo, hi = mean - half, mean + half
-    return {"mean": mean, "median": float(np.median(x)), "ci": [lo, hi], "n": int(x.size)}
+    gm, lo, hi = ei.geometric_mean_ci(x, confidence)
+    return {
+        "value": gm,
+        "mean": gm,
+        "arithmetic_mean": float(x.mean()),
+        "median": float(np.median(x)),
+        "ci": [lo, hi],
+        "n": int(x.size),
+        "method": PPL_METHOD,
+    }
+
+
+def _distinct(texts: list[str], n: int, confidence: float) -> dict[str, Any] | None:
+    """Distinct-n of the texts (lower-cased whitespace words, as :func:`pmark_impl.quality.distinct_n`) with its
+    jackknife interval; ``None`` without texts, ``value`` NaN (JSON null) without n-grams."""
+    from pmark_impl.quality import ngrams
+
+    if not texts:
+        return None
+    value, lo, hi = ei.distinct_ratio_ci([ngrams(t.lower().split(), n) for t in texts], confidence)
+    return {"value": value, "ci": [lo, hi], "n": len(texts), "method": DISTINCT_METHOD}
 
 
 def _quality(units: list[dict], confidence: float) -> dict[str, Any]:
-    from pmark_impl.quality import distinct_n
-
     texts = [u["text"] for u in units if u["text"].strip()]
     return {
-        "perplexity": _mean_ci([u["perplexity"] for u in units], confidence),
-        "distinct_2": distinct_n(texts, 2) if texts else None,
-        "distinct_3": distinct_n(texts, 3) if texts else None,
+        "perplexity": _log_mean_ci([u["perplexity"] for u in units], confidence),
+        "distinct_2": _distinct(texts, 2, confidence),
+        "distinct_3": _distinct(texts, 3, confidence),
     }
 
 
@@ -107,24 +132,39 @@ def _bit_rate(dets: list[dict], confidence: float) -> dict[str, Any] | None:
     }
 
 
-def _predicted(dets: list[dict], bit: dict | None, alphas, config: EvalConfig) -> dict[str, Any] | None:
+def _predicted(
+    dets: list[dict], bit: dict | None, alphas, config: EvalConfig, seed: int
+) -> dict[str, Any] | None:
+    """Predicted TPR per ``α`` under the beta-binomial model of per-text bit accuracy, with the bootstrap
+    interval over texts (one generator seeded by ``seed`` per α, so every α sees the same resamples)."""
     nulls = {d["null_p"] for d in dets}
     if bit is None or None in nulls or len(nulls) != 1 or 0 in bit["n"]:
         return None
     null_p = nulls.pop()
     t = np.asarray([d["n_sentences"] for d in dets], dtype=np.int64)
+    k = [int(sum(d["matches"])) for d in dets]
+    n = [int(sum(d["totals"])) for d in dets]
+    b = len(bit["n"])
     out = {}
     for a in alphas:
-        value, lo, hi = es.predicted_tpr_interval(
+        pred = ei.predicted_tpr_overdispersed(
+            np.random.default_rng(seed),
             t,
-            bit["matches"],
-            bit["n"],
+            k,
+            n,
             a,
+            n_channels=b,
             null_p=null_p,
             min_sentences=config.min_sentences,
             confidence=config.confidence,
+            n_boot=N_BOOT,
         )
-        out[str(a)] = {"value": value, "ci": [lo, hi]}
+        model = (
+            f"beta-binomial: each text's {b}·T bits share an accuracy p ~ Beta(mean {pred.mu:.3f}, "
+            f"intra-text correlation {pred.rho:.3f}; 0 = iid bits), fitted by moments over {len(dets)} texts; "
+            f"{config.confidence:.0%} percentile bootstrap over texts ({N_BOOT} resamples)"
+        )
+        out[str(a)] = {"value": pred.value, "ci": [pred.lo, pred.hi], "model": model}
     return out
 
 
@@ -153,7 +193,8 @@ def _attack_entry(run: RunSpec, label: str, units: list[dict], config: EvalConfi
     fpr, tpr = es.roc_curve(s_neg, s_pos)
     entry["roc"] = {"fpr": [float(x) for x in fpr], "tpr": [float(x) for x in tpr]}
     entry["bit_rate"] = _bit_rate(pos, conf)
-    entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], config.alphas, config)
+    seed = unit_seed(config.seed, run.run_id, label, "predicted_tpr")
+    entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], config.alphas, config, seed)
     entry["mean_sentences"] = float(np.mean([d["n_sentences"] for d in pos])) if pos else None
     return entry
 

@@ -2,14 +2,16 @@
 
 An evaluation folder is a :class:`pmark_theory._owned.OwnedFolder` of kind :data:`KIND`: its marker
 ``.pmark-folder.json`` lists every file the evaluation wrote (``config.json``, ``units/RUN/*.json``,
-``results.json``, ``timing.json``, ``texts.jsonl``, ``report.md``, ``figures/*.png``). ``--force`` deletes only
-those; a non-empty folder without the marker is refused before anything is written, with or without ``--force``.
+``results.json``, ``timing.json``, ``texts.jsonl``, ``report.md``, ``figures/*.png``, ``tables/*.csv`` and
+``tables/*.tex``). ``--force`` deletes only those; a non-empty folder without the marker is refused before
+anything is written, with or without ``--force``.
 The lock files ``.lock-RANK`` (:data:`LOCKS`) are the runner's and are never listed nor deleted.
 
 Evaluations of the previous version (no marker: ``config.json`` was the only sign) are adopted, and so can be
 resumed, only if ``config.json`` is an evaluation's settings (a JSON object with ``runs``, ``prompts``,
 ``key_fingerprint``, ``model`` and ``encoder``) and every other file is one that version wrote, by name
-(:data:`LEGACY_EVALUATION`: the files above with the unit and figure names it used, and their temporaries). Any
+(:data:`LEGACY_EVALUATION`: the files above with the unit and figure names it used, and their temporaries; that
+version wrote no ``tables/``, so a marker-less folder holding one is foreign). Any
 other file (``figures/chart.png``, ``notes.txt``, a ``*.tmp`` of another name) makes the folder foreign: it is
 refused.
 """

@@ -3,7 +3,10 @@
 The report reads the saved numbers and never recomputes a statistic (the one summary it forms is the mean of the
 saved per-channel bit rates, and the "agrees" column, which compares two saved intervals). Rates are printed as
 percentages with one decimal and intervals as ``[lo, hi]`` in the same unit; anything missing (``null``, NaN) is
-printed as ``—``.
+printed as ``—``, never as a number. Every table is a :class:`~pmark_impl.evaluate._tables.Table`, also written as
+CSV and LaTeX (``tables/``). Both shapes of the quality columns are read: perplexity with or without its
+``method``, distinct-n as a plain number (earlier versions) or ``{"value", "ci", "method"}``; a predicted TPR
+names the model it assumes (``"model"``) where the results record one (issue 28).
 """
 
 from __future__ import annotations
@@ -16,22 +19,35 @@ from typing import Any
 from pmark_impl.evaluate._figures import (
     alpha_pct,
     grid_table,
-    interval_text,
     num_text,
-    pct_text,
     run_label,
+    safe_name,
     value_at,
     write_figures,
 )
 from pmark_impl.evaluate._folder import evaluation_folder
+from pmark_impl.evaluate._tables import (
+    DASH,
+    TABLES_DIR,
+    Table,
+    agrees,
+    fix_text,
+    flatten,
+    fpr_cell,
+    markdown_lines,
+    mean_bit_rate,
+    rate_ci,
+    trend_verdict,
+    value_ci,
+    write_tables,
+)
 from pmark_theory._owned import OwnedFolder
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["FIGURES_DIR", "SCHEMA", "render_report", "write_report"]
+__all__ = ["FIGURES_DIR", "SCHEMA", "TABLES_DIR", "render_report", "report_tables", "write_report"]
 
 SCHEMA = "pmark-evaluate/1"
 FIGURES_DIR = "figures"
-DASH = "—"
 
 _CAPTIONS = {
     "roc": "ROC curves of {x} (scores: -log10 of the exact p-value; negatives: human texts), one per attack.",
@@ -41,79 +57,22 @@ _CAPTIONS = {
     "quality-vs-tpr": "Quality against detection: mean perplexity vs no-attack TPR at FPR {p}, bubble area ∝ T_s.",
 }
 
-
-# ---------------------------------------------------------------- formatting
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _fix(x: Any, digits: int) -> str:
-    v = num_text(x)
-    return DASH if not math.isfinite(v) else f"{v:.{digits}f}"
-
-
-def _ci(ci: Any, scale: float, digits: int) -> str:
-    lo, hi = interval_text(ci)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return ""
-    return f" [{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
+#: Settings whose name alone is ambiguous: the row label says which minimum is which.
+_SETTING_LABELS = {
+    "min_sentences": "min_sentences (detector: a text with fewer sentences gets p = 1)",
+    "prompts.min_sentences": "prompts.min_sentences (--min-sentences: documents whose human text has fewer "
+    "sentences are skipped)",
+}
+_OLD_PPL = "arithmetic mean with a t interval (recorded by an earlier version)"
+_OLD_PREDICTION = (
+    "not recorded (an earlier version: every bit independent, with the measured per-channel accuracy in "
+    "every text)"
+)
 
 
-def _rate_ci(entry: dict[str, Any] | None, key: str = "rate") -> str:
-    """``"90.0% [55.5, 99.7]"`` from ``{"rate": 0.9, "ci": [0.555, 0.997]}`` (``—`` if the rate is missing)."""
-    if not isinstance(entry, dict):
-        return DASH
-    v = num_text(entry.get(key))
-    return DASH if not math.isfinite(v) else pct_text(v) + _ci(entry.get("ci"), 100.0, 1)
-
-
-def _value_ci(entry: Any, digits: int) -> str:
-    """``"0.970 [0.900, 1.000]"`` from ``{"value": .., "ci": [..]}``."""
-    if not isinstance(entry, dict):
-        return DASH
-    v = num_text(entry.get("value"))
-    return DASH if not math.isfinite(v) else f"{v:.{digits}f}" + _ci(entry.get("ci"), 1.0, digits)
-
-
-def _agrees(predicted: dict[str, Any] | None, observed: dict[str, Any] | None) -> str:
-    """✓ if the predicted and observed intervals overlap, ✗ if not, — if either is missing."""
-    if not isinstance(predicted, dict) or not isinstance(observed, dict):
-        return DASH
-    plo, phi = interval_text(predicted.get("ci"))
-    olo, ohi = interval_text(observed.get("ci"))
-    if not all(math.isfinite(v) for v in (plo, phi, olo, ohi)):
-        return DASH
-    return "✓" if max(plo, olo) <= min(phi, ohi) else "✗"
-
-
-def _mean_bit_rate(bit_rate: Any) -> str:
-    if not isinstance(bit_rate, dict):
-        return DASH
-    vals = [num_text(v) for v in bit_rate.get("per_channel") or []]
-    if not vals or not all(math.isfinite(v) for v in vals):
-        return DASH
-    return pct_text(sum(vals) / len(vals))
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for k, v in d.items():
-        name = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out += _flatten(v, name + ".")
-        elif isinstance(v, list | tuple):
-            out.append((name, ", ".join(DASH if x is None else str(x) for x in v)))
-        else:
-            out.append((name, DASH if v is None else str(v)))
-    return out
+def _line(x: Any) -> str:
+    """A saved name as one line of Markdown text outside a table."""
+    return " ".join(str(x).splitlines())
 
 
 def _alphas(results: dict[str, Any]) -> list[str]:
@@ -123,33 +82,45 @@ def _alphas(results: dict[str, Any]) -> list[str]:
     return [f"{a:g}" for a in vals] or ["0.01"]
 
 
-# ---------------------------------------------------------------- sections
-def _settings(results: dict[str, Any]) -> list[str]:
+def _confidence(results: dict[str, Any]) -> float:
+    conf = num_text((results.get("config") or {}).get("confidence"))
+    return conf if math.isfinite(conf) and 0 < conf < 1 else 0.95
+
+
+# ---------------------------------------------------------------- sections (lines and tables)
+Block = str | Table
+
+
+def _settings(results: dict[str, Any]) -> list[Block]:
     cfg = results.get("config") or {}
     model = cfg.get("model")
-    lines = [f"# Watermark evaluation{f': `{model}`' if model else ''}", ""]
+    lines: list[Block] = [f"# Watermark evaluation{f': `{_line(model)}`' if model else ''}", ""]
     if cfg:
-        lines += ["## Settings", ""]
         shown = {k: v for k, v in cfg.items() if k not in ("runs", "key_calibration")}  # own tables below
         if isinstance(cfg.get("key_calibration"), dict):
             shown["key_calibrated"] = bool(cfg["key_calibration"].get("calibrated"))
-        lines += _table(["setting", "value"], [[_cell(k), _cell(v)] for k, v in _flatten(shown)])
-        lines.append("")
+        rows = [[_SETTING_LABELS.get(k, k), v] for k, v in flatten(shown)]
+        lines += [
+            "## Settings",
+            "",
+            Table.of("settings", ["setting", "value"], rows, "Evaluation settings."),
+            "",
+        ]
     return lines + _key_calibration(cfg.get("key_calibration"), _alphas(results))
 
 
-def _key_calibration(record: Any, alphas: list[str]) -> list[str]:
+def _key_calibration(record: Any, alphas: list[str]) -> list[Block]:
     """The evaluation key's calibration (K1): each fit's held-out FPR at every α, before and after, with CIs."""
     if not isinstance(record, dict):
         return []
     if not record.get("calibrated"):
         return ["## Evaluation key", "", "Uncalibrated (`--uncalibrated-key`: the paper's protocol).", ""]
-    lines = [
+    lines: list[Block] = [
         "## Evaluation key",
         "",
-        f"Calibrated on the calibration half of the `{_cell(record.get('corpus'))}` corpus (fingerprint "
-        f"{_cell(record.get('corpus_fingerprint'))}) for every scheme whose calibration is stored in the key; the "
-        "false-positive rate of its exact test on the held-out half (one text per document), with 95% "
+        f"Calibrated on the calibration half of the `{_line(record.get('corpus'))}` corpus (fingerprint "
+        f"{_line(record.get('corpus_fingerprint'))}) for every scheme whose calibration is stored in the key; "
+        "the false-positive rate of its exact test on the held-out half (one text per document), with 95% "
         "Clopper–Pearson intervals:",
         "",
     ]
@@ -161,68 +132,60 @@ def _key_calibration(record: Any, alphas: list[str]) -> list[str]:
             )
             if before is None or after is None:
                 continue
-            rows.append(
-                [_cell(fit.get("scheme")), _cell(fit.get("calibration")), _cell(fit.get("test")), a]
-                + [f"{r['rate']:.3f} [{r['interval'][0]:.3f}, {r['interval'][1]:.3f}] ({r['rejected']}/{r['n_texts']})"
-                   for r in (before, after)]
-            )  # fmt: skip
-    lines += _table(
-        ["scheme", "calibration", "test", "alpha", "FPR before", "FPR after (the key used)"], rows
-    )
-    return [*lines, ""]
+            names = [fit.get("scheme"), fit.get("calibration"), fit.get("test"), a]
+            rows.append([*names, fpr_cell(before), fpr_cell(after)])
+    header = ["scheme", "calibration", "test", "alpha", "FPR before", "FPR after (the key used)"]
+    caption = "Held-out false-positive rate of the evaluation key's exact test, before and after calibration."
+    return [*lines, Table.of("key-calibration", header, rows, caption), ""]
 
 
-def _cost_quality(runs: list[dict[str, Any]], timing: dict[str, Any] | None) -> list[str]:
+def _method(entry: Any) -> str | None:
+    return str(entry["method"]) if isinstance(entry, dict) and entry.get("method") else None
+
+
+def _cost_quality(runs: list[dict[str, Any]], timing: dict[str, Any] | None) -> list[Block]:
     timed = (timing or {}).get("runs") or {}
-    rows = []
+    rows, ppl_methods, distinct_methods = [], [], []
     for r in runs:
         cost, q = r.get("cost") or {}, r.get("quality") or {}
-        ppl = q.get("perplexity") or {}
+        ppl = q.get("perplexity")
         t = timed.get(r.get("run")) or {}
-        ppl_mean = _fix(ppl.get("mean"), 2)
+        if isinstance(ppl, dict):
+            ppl_methods.append(_method(ppl) or _OLD_PPL)
+        distinct_methods += [m for m in (_method(q.get("distinct_2")), _method(q.get("distinct_3"))) if m]
         rows.append(
             [
-                _cell(r.get("run", "?")),
-                _cell(r.get("scheme", "?")),
-                _fix(r.get("n_candidates"), 0),
-                _fix(r.get("channels"), 0),
-                _fix(r.get("n_texts"), 0),
-                _fix(cost.get("T_s"), 1),
-                _fix(cost.get("T_t"), 2),
-                ppl_mean + (_ci(ppl.get("ci"), 1.0, 2) if ppl_mean != DASH else ""),
-                _fix(q.get("distinct_2"), 3),
-                _fix(q.get("distinct_3"), 3),
-                _fix(t.get("seconds_per_sentence"), 2),
+                r.get("run", "?"),
+                r.get("scheme", "?"),
+                fix_text(r.get("n_candidates"), 0),
+                fix_text(r.get("channels"), 0),
+                fix_text(r.get("n_texts"), 0),
+                fix_text(cost.get("T_s"), 1),
+                fix_text(cost.get("T_t"), 2),
+                value_ci(ppl, 2, key="mean"),
+                value_ci(q.get("distinct_2"), 3),
+                value_ci(q.get("distinct_3"), 3),
+                fix_text(t.get("seconds_per_sentence"), 2),
             ]
         )
-    header = [
-        "run",
-        "scheme",
-        "N",
-        "b",
-        "texts",
-        "T_s",
-        "T_t",
-        "PPL mean [CI]",
-        "distinct-2",
-        "distinct-3",
-        "s/sentence",
-    ]
-    return [
-        "## Cost and quality",
-        "",
-        *_table(header, rows),
-        "",
+    header = ["run", "scheme", "N", "b", "texts", "T_s", "T_t", "PPL [CI]", "distinct-2", "distinct-3"]
+    header.append("s/sentence")
+    notes = [
         "T_s: sampled tokens per output sentence; T_t: sampled tokens per output token (the paper's Table 4). "
-        "Seconds per sentence come from `timing.json` (wall clock, not reproducible).",
-        "",
+        "Seconds per sentence come from `timing.json` (wall clock, not reproducible)."
     ]
+    notes += [f"PPL: {m}." for m in dict.fromkeys(ppl_methods)]
+    notes += [f"distinct-n: {m}." for m in dict.fromkeys(distinct_methods)]
+    caption = "Cost and quality of every run."
+    return ["## Cost and quality", "", Table.of("cost-quality", header, rows, caption, notes), ""]
 
 
-def _detection_run(r: dict[str, Any], alphas: list[str]) -> list[str]:
+def _detection_run(r: dict[str, Any], alphas: list[str], level: float) -> list[Block]:
     a1 = alphas[0]
     n, b = r.get("n_candidates"), r.get("channels")
-    head = f"### `{_cell(r.get('run', '?'))}` ({_cell(r.get('scheme', '?'))}, N = {_fix(n, 0)}, b = {_fix(b, 0)})"
+    run, scheme = _line(r.get("run", "?")), _line(r.get("scheme", "?"))
+    title = f"`{run}` ({scheme}, N = {fix_text(n, 0)}, b = {fix_text(b, 0)})"
+    head = f"### {title.replace('|', chr(92) + '|')}"
     attacks = r.get("attacks") or []
     if not attacks:
         return [head, "", "Not detected: its texts are the unwatermarked LM negatives (FPR on LM texts).", ""]
@@ -241,59 +204,64 @@ def _detection_run(r: dict[str, Any], alphas: list[str]) -> list[str]:
         "agrees",
         "mean bit rate",
     ]
-    rows = []
+    rows, models = [], []
     for a in attacks:
         observed = value_at(a.get("tpr"), a1)
         predicted = value_at(a.get("predicted_tpr"), a1)
+        if isinstance(predicted, dict) and math.isfinite(num_text(predicted.get("value"))):
+            models.append(str(predicted["model"]) if predicted.get("model") else _OLD_PREDICTION)
         rows.append(
             [
-                _cell(run_label(a)),
-                _fix(a.get("rate"), 2),
-                f"{_fix(a.get('n_pos'), 0)} / {_fix(a.get('n_neg'), 0)}",
-                *(_rate_ci(value_at(a.get("tpr"), al)) for al in alphas),
-                _rate_ci(value_at(a.get("tpr_empirical"), a1)),
-                _rate_ci(value_at(a.get("fpr"), a1)),
-                *([_rate_ci(value_at(a.get("fpr_lm"), a1))] if with_lm else []),
-                _value_ci(a.get("auc"), 3),
-                _rate_ci(predicted, key="value"),
-                _agrees(predicted, observed),
-                _mean_bit_rate(a.get("bit_rate")),
+                run_label(a),
+                fix_text(a.get("rate"), 2),
+                f"{fix_text(a.get('n_pos'), 0)} / {fix_text(a.get('n_neg'), 0)}",
+                *(rate_ci(value_at(a.get("tpr"), al)) for al in alphas),
+                rate_ci(value_at(a.get("tpr_empirical"), a1)),
+                rate_ci(value_at(a.get("fpr"), a1)),
+                *([rate_ci(value_at(a.get("fpr_lm"), a1))] if with_lm else []),
+                value_ci(a.get("auc"), 3),
+                rate_ci(predicted, key="value"),
+                agrees(predicted, observed),
+                mean_bit_rate(a.get("bit_rate")),
             ]
         )
-    return [head, "", *_table(header, rows), "", *_trends(r.get("trends"))]
+    notes = [f"Predicted TPR@{p1} assumes: {m}." for m in dict.fromkeys(models)]
+    table = Table.of(f"detection-{safe_name(r.get('run'))}", header, rows, f"Detection of {title}.", notes)
+    return [head, "", table, "", *_trends(r.get("trends"), level)]
 
 
-def _trends(trends: Any) -> list[str]:
+def _trends(trends: Any, level: float = 0.05) -> list[str]:
     """One line per attack swept over rates: the one-sided Cochran–Armitage test that the TPR falls."""
     if not isinstance(trends, dict) or not trends:
         return []
     lines = []
     for name, t in trends.items():
         pairs = ", ".join(
-            f"{_fix(rate, 2)}: {_fix(k, 0)}/{_fix(n, 0)}"
+            f"{fix_text(rate, 2)}: {fix_text(k, 0)}/{fix_text(n, 0)}"
             for rate, k, n in zip(t.get("rates", []), t.get("k", []), t.get("n", []), strict=False)
         )
+        alpha = num_text(t.get("alpha"))
         lines.append(
-            f"- TPR trend of `{_cell(name)}` at α = {_cell(t.get('alpha'))} (rate: detected/texts — {pairs}): "
-            f"one-sided Cochran–Armitage p = {_fix(t.get('p_value'), 4)} (small: the TPR falls as the rate rises)"
+            f"- TPR trend of `{_line(name)}` at α = {f'{alpha:g}' if math.isfinite(alpha) else DASH} "
+            f"(rate: detected/texts — {pairs}): one-sided Cochran–Armitage test, {trend_verdict(t, level)}"
         )
     return [*lines, ""]
 
 
-def _grid(runs: list[dict[str, Any]], alpha: str) -> list[str]:
+def _grid(runs: list[dict[str, Any]], alpha: str) -> list[Block]:
     schemes = list(dict.fromkeys(str(r.get("scheme")) for r in runs if r.get("grid") is True))
     if not schemes:
         return []
-    lines = [
-        f"## Table 3 grid (TP@FP{alpha_pct(alpha)}, exact test, no attack)",
-        "",
-    ]
+    title = f"Table 3 grid (TP@FP{alpha_pct(alpha)}, exact test, no attack)"
+    lines: list[Block] = [f"## {title}", ""]
     for s in schemes:
         ns, bs, cells = grid_table(runs, s, alpha)
         rows = [
-            [_fix(n, 0), *(_rate_ci(cells.get((n, b))) if (n, b) in cells else DASH for b in bs)] for n in ns
+            [fix_text(n, 0), *(rate_ci(cells.get((n, b))) if (n, b) in cells else DASH for b in bs)]
+            for n in ns
         ]
-        lines += [f"### {_cell(s)}", "", *_table(["N \\ b", *(_fix(b, 0) for b in bs)], rows), ""]
+        header = ["N \\ b", *(fix_text(b, 0) for b in bs)]
+        lines += [f"### {_line(s)}", "", Table.of(f"grid-{safe_name(s)}", header, rows, f"{title}: {s}."), ""]
     return lines
 
 
@@ -314,8 +282,11 @@ _HOW_TO_READ = [
     "- **Empirical threshold**: the papers' way: the threshold is the (1 − α) quantile of the scores of the human "
     "texts of this experiment, so its FPR holds only on this sample.",
     "- **Predicted**: the exact binomial law of the detector fed with the measured per-channel bit accuracy "
-    "(X3/C14); *agrees* is ✓ when the predicted and the observed intervals overlap, ✗ when they do not, — when "
-    "there is no prediction.",
+    "(X3/C14), under the model named under each table; *agrees* is ✓ when the predicted and the observed "
+    "intervals overlap, ✗ when they do not, — when there is no prediction.",
+    "- **Trend**: the one-sided Cochran–Armitage p-value is the chance of a fall of the TPR at least as steep as "
+    "the observed one if the TPR did not depend on the attack rate: a small p is evidence of a fall, a large one "
+    "(up to 1) is none.",
     "- Intervals are {conf} (Clopper-Pearson for rates); scores for the ROC and AUC are -log10 of the exact "
     "p-value.",
     "",
@@ -329,8 +300,50 @@ _SECURITY = [
 ]
 
 
+def _check(results: Any) -> list[dict[str, Any]]:
+    if not isinstance(results, dict) or results.get("schema") != SCHEMA:
+        got = results.get("schema") if isinstance(results, dict) else type(results).__name__
+        raise PMarkValueError(f"results: must be a {SCHEMA!r} results dict, got schema {got!r}")
+    runs = results.get("runs")
+    if not isinstance(runs, list):
+        raise PMarkValueError("results['runs']: must be a list of runs")
+    return runs
+
+
+def _blocks(results: dict[str, Any], timing: dict[str, Any] | None) -> list[Block]:
+    """The report before its figures: lines of text and tables (table names made unique)."""
+    runs = _check(results)
+    alphas = _alphas(results)
+    blocks = [*_settings(results), *_SECURITY, *_cost_quality(runs, timing), "## Detection", ""]
+    for r in runs:
+        blocks += _detection_run(r, alphas, 1.0 - _confidence(results))
+    blocks += _grid(runs, alphas[0])
+    seen: set[str] = set()
+    for i, b in enumerate(blocks):
+        if isinstance(b, Table):
+            name, k = b.name, 1
+            while name in seen:
+                k += 1
+                name = f"{b.name}-{k}"
+            seen.add(name)
+            blocks[i] = Table(name, b.header, b.rows, b.caption, b.notes)
+    return blocks
+
+
+def report_tables(results: dict[str, Any], timing: dict[str, Any] | None = None) -> list[Table]:
+    """The report's tables in report order, with the cells ``report.md`` prints (for CSV and LaTeX).
+
+    Raises:
+      PMarkValueError: ``results`` is not a ``pmark-evaluate/1`` dict.
+    """
+    return [b for b in _blocks(results, timing) if isinstance(b, Table)]
+
+
 def render_report(
-    results: dict[str, Any], timing: dict[str, Any] | None = None, figures: Sequence[str] = ()
+    results: dict[str, Any],
+    timing: dict[str, Any] | None = None,
+    figures: Sequence[str] = (),
+    tables_dir: str | None = None,
 ) -> str:
     """The Markdown report of a saved evaluation.
 
@@ -338,6 +351,8 @@ def render_report(
       results: the ``results.json`` dict (schema ``pmark-evaluate/1``).
       timing: the ``timing.json`` dict (``{"runs": {run: {"seconds_per_sentence": ..}}}``), or ``None``.
       figures: image paths relative to the report (e.g. ``"figures/cost.png"``), linked in order.
+      tables_dir: the folder, relative to the report, of the tables' CSV and LaTeX files (named in the report);
+        ``None``: not mentioned.
 
     Returns:
       The Markdown text.
@@ -345,23 +360,27 @@ def render_report(
     Raises:
       PMarkValueError: ``results`` is not a ``pmark-evaluate/1`` dict.
     """
-    if not isinstance(results, dict) or results.get("schema") != SCHEMA:
-        got = results.get("schema") if isinstance(results, dict) else type(results).__name__
-        raise PMarkValueError(f"results: must be a {SCHEMA!r} results dict, got schema {got!r}")
-    runs = results.get("runs")
-    if not isinstance(runs, list):
-        raise PMarkValueError("results['runs']: must be a list of runs")
-    alphas = _alphas(results)
-    lines = [*_settings(results), *_SECURITY, *_cost_quality(runs, timing), "## Detection", ""]
-    for r in runs:
-        lines += _detection_run(r, alphas)
-    lines += _grid(runs, alphas[0])
+    blocks = _blocks(results, timing)
+    lines: list[str] = []
+    for b in blocks:
+        lines += markdown_lines(b) if isinstance(b, Table) else [b]
+    alpha = _alphas(results)[0]
     if figures:
         lines += ["## Figures", ""]
         for path in figures:
-            lines += [f"![{Path(path).stem}]({path})", "", f"*{_caption(path, alphas[0])}*", ""]
-    conf = num_text((results.get("config") or {}).get("confidence"))
-    conf_text = f"{conf:.0%}" if math.isfinite(conf) else "95%"
+            lines += [f"![{Path(path).stem}]({path})", "", f"*{_caption(path, alpha)}*", ""]
+    names = [b.name for b in blocks if isinstance(b, Table)]
+    if tables_dir is not None and names:
+        lines += [
+            "## Tables for a paper",
+            "",
+            f"Every table above, with the same cells, as CSV and as LaTeX (a booktabs `tabular` for `\\input`; "
+            f"needs `\\usepackage{{booktabs}}`): `{tables_dir}/NAME.csv` and `{tables_dir}/NAME.tex` for NAME in "
+            + ", ".join(f"`{n}`" for n in names)
+            + ".",
+            "",
+        ]
+    conf_text = f"{_confidence(results):.0%}"
     lines += [line.replace("{conf}", conf_text) for line in _HOW_TO_READ]
     return "\n".join(lines)
 
@@ -369,7 +388,8 @@ def render_report(
 def write_report(
     results: dict[str, Any], out_dir: str | Path | OwnedFolder, timing: dict[str, Any] | None = None
 ) -> Path:
-    """Write ``figures/*.png`` then ``report.md`` into ``out_dir``, each atomically, replacing the old ones.
+    """Write ``figures/*.png``, ``tables/*.csv`` and ``tables/*.tex``, then ``report.md`` into ``out_dir``, each
+    atomically, replacing the old ones.
 
     Args:
       results: the ``results.json`` dict.
@@ -383,12 +403,13 @@ def write_report(
 
     Raises:
       PMarkValueError: ``results`` is not a ``pmark-evaluate/1`` dict (checked before anything is written).
-      NotOwnedError: ``out_dir`` is not empty and not an evaluation folder, or ``report.md`` or a figure exists
-        there and was not written by pmark (never replaced).
-      UserFileError: ``report.md`` or a figure is listed but is no longer a regular file (never replaced).
+      NotOwnedError: ``out_dir`` is not empty and not an evaluation folder, or ``report.md``, a figure or a table
+        exists there and was not written by pmark (never replaced).
+      UserFileError: ``report.md``, a figure or a table is listed but is no longer a regular file (never replaced).
     """
-    render_report(results, timing)  # validate before writing anything
+    tables = report_tables(results, timing)  # validates before writing anything
     folder = evaluation_folder(out_dir)
     names = write_figures(results, folder, alpha=_alphas(results)[0], subdir=FIGURES_DIR)
-    text = render_report(results, timing, [f"{FIGURES_DIR}/{n}" for n in names])
+    write_tables(tables, folder, TABLES_DIR)
+    text = render_report(results, timing, [f"{FIGURES_DIR}/{n}" for n in names], TABLES_DIR)
     return folder.write("report.md", text.encode("utf-8"))

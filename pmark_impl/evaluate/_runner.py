@@ -8,6 +8,7 @@ The folder ``OUT``::
     timing.json          wall times (not reproducible, so kept out of results.json)
     texts.jsonl          every prompt, human text, generated and attacked text with seeds and evidence
     report.md, figures/  the report (:mod:`pmark_impl.evaluate._report`, :mod:`pmark_impl.evaluate._figures`)
+    tables/              every table of the report as CSV and LaTeX (:mod:`pmark_impl.evaluate._tables`)
 
 It is a folder the toolkit owns (:mod:`pmark_impl.evaluate._folder`): its marker ``.pmark-folder.json`` lists
 every file above as it is written (the units of every rank are listed by rank 0 before any is written). A
@@ -47,6 +48,7 @@ __all__ = [
     "check_ours",
     "prepare_folder",
     "run_evaluation",
+    "same_settings",
     "unit_path",
     "unit_relpath",
 ]
@@ -78,6 +80,23 @@ def unit_path(out: Path, run_id: str, index: int, doc_id: str) -> Path:
 def _diff(old: dict, new: dict) -> str:
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     return ", ".join(keys[:6]) or "(none)"
+
+
+def same_settings(old: Any, new: Any) -> bool:
+    """Whether a folder's ``config.json`` (``old``) is the evaluation ``new`` describes.
+
+    Equal, or ``old`` written before the prompt filter was recorded (no ``prompts.min_sentences``; issue 28) and
+    equal to ``new`` without it: the documents are pinned by the prompts' fingerprint either way, so such a
+    folder resumes.
+    """
+    if old == new:
+        return True
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return False
+    op, np_ = old.get("prompts"), new.get("prompts")
+    if not (isinstance(op, dict) and isinstance(np_, dict)) or "min_sentences" in op:
+        return False
+    return old == {**new, "prompts": {k: v for k, v in np_.items() if k != "min_sentences"}}
 
 
 def _read_json(path: Path) -> Any:
@@ -117,7 +136,7 @@ def prepare_folder(
             if not force:
                 raise EvaluationError(f"{cfg} is unreadable ({exc}); use --force to start again") from None
             old = None
-        if old != new:
+        if not same_settings(old, new):
             if not force:
                 diff = _diff(old, new) if isinstance(old, dict) else "(all)"
                 raise EvaluationError(
@@ -218,7 +237,7 @@ def run_evaluation(
             raise err if err is not None else EvaluationError("rank 0 could not prepare the report folder")
         if folder is None:  # another rank: writes only the units rank 0 listed
             folder = open_folder(out, KIND, ignore=LOCKS, what="--out")
-            if _read_json(out / CONFIG) != clean_json(identity):
+            if not same_settings(_read_json(out / CONFIG), clean_json(identity)):
                 raise EvaluationError(
                     f"rank {world.rank}: {out}/config.json differs from this rank's settings"
                 )

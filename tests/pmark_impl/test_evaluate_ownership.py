@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -156,7 +157,8 @@ def test_an_evaluation_of_the_previous_version_resumes_only_when_it_holds_nothin
     assert evaluate(capsys, out, prompts)[0] == 0
     results = (out / "results.json").read_bytes()
     listed = json.loads((out / MARKER_NAME).read_text())["files"]
-    (out / MARKER_NAME).unlink()  # now laid out as the previous version left it
+    (out / MARKER_NAME).unlink()  # now laid out as the previous version left it (it wrote no tables/)
+    shutil.rmtree(out / "tables")
     (out / f"units/offline-N64-b4/.{Path(UNIT).name}.abcdefgh.tmp").write_text("half")
     assert evaluate(capsys, out, prompts)[0] == 0  # adopted, and resumed
     assert (out / "results.json").read_bytes() == results
@@ -164,6 +166,7 @@ def test_an_evaluation_of_the_previous_version_resumes_only_when_it_holds_nothin
     assert not list((out / "units").rglob("*.tmp"))
 
     (out / MARKER_NAME).unlink()
+    shutil.rmtree(out / "tables")
     (out / "figures" / "chart.png").write_bytes(b"my chart")
     before = snapshot(out)
     code, err = evaluate(capsys, out, prompts, "--seed", "9", "--force")

@@ -366,7 +366,7 @@ def test_write_report_atomic_and_rerunnable(tmp_path):
     path = write_report(res, tmp_path / "out", TIMING)
     assert path == tmp_path / "out" / "report.md"
     md = path.read_text(encoding="utf-8")
-    assert md == render_report(res, TIMING, [f"figures/{n}" for n in FIGURE_NAMES])
+    assert md == render_report(res, TIMING, [f"figures/{n}" for n in FIGURE_NAMES], "tables")
     for link in [ln for ln in md.splitlines() if ln.startswith("![")]:
         target = link[link.index("(") + 1 : -1]
         assert (tmp_path / "out" / target).read_bytes()[:8] == PNG_MAGIC
@@ -375,8 +375,8 @@ def test_write_report_atomic_and_rerunnable(tmp_path):
     write_report(res2, tmp_path / "out", TIMING)  # overwrites its own files
     md2 = path.read_text(encoding="utf-8")
     assert "50.0% [18.7, 81.3]" in md2 and md2 != md
-    # no temporary files left: the report, its figures and the folder's marker
-    assert sorted(os.listdir(tmp_path / "out")) == [MARKER_NAME, "figures", "report.md"]
+    # no temporary files left: the report, its figures, its tables and the folder's marker
+    assert sorted(os.listdir(tmp_path / "out")) == [MARKER_NAME, "figures", "report.md", "tables"]
 
 
 def test_write_report_never_follows_a_link(tmp_path):
