@@ -31,7 +31,10 @@ independent: a tail of X4's lattice law with the fair coin replaced by ``q̄_i``
 no larger than ``C̃*`` because the tail of ``Σ M_i s_i`` is non-decreasing in every ``q_i <= q̄_i``. ``G`` is
 the survival function of ``C̃*`` and is non-increasing, so ``G(C) >= G(C̃)`` and
 ``P(G(C) <= α) <= P(G(C̃) <= α) <= P(G(C̃*) <= α) <= α``. Averaging over the bands, the test has level α for
-this key whenever every interval covers its ``p_(jℓ)``. With every ``q̄_i = ½`` and every ``w_i`` already on
+this key whenever every interval covers its ``p_(jℓ)`` and the model's independence across sentences holds. Under
+context centring it does not (``Cov(Y_0, Y_t) = −(1 − λ)/t`` in K1's topic model, K2): the hard per-key test has a
+dependence-aware version (:mod:`pmark_theory._per_key_context`), this soft one does not, so its level under that
+dependence is not guaranteed. With every ``q̄_i = ½`` and every ``w_i`` already on
 the lattice it is X4's exact law.
 
 **Coverage is approximate.** The Clopper–Pearson intervals cover with probability ``>= confidence`` if the

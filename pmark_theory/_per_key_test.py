@@ -16,6 +16,16 @@ tail is non-decreasing in every ``q_i`` — with ``S_(−i)`` the sum without bi
 ``p_j``, ``P(PB(q̄) >= N) >= P(PB(q) >= N)``: the p-value is conservative for the estimation error. With
 ``p_lo = p_hi = ½`` it is X3's ``binom.sf(N − 1, bT, ½)``.
 
+**Only under independence across sentences.** The argument needs the match indicators of a text to be
+independent. Context centring (the default) makes them dependent: in K1's Gaussian topic model
+``Cov(Y_0, Y_t) = −(1 − λ)/t``, so a key whose first bit differs from its later ones sees an over-dispersed count,
+and with a large reference corpus (intervals close to the true rates) this p-value exceeds α for such keys (exact,
+K2: ``T = 4``, ``b = 4``, λ = 0, α = 0.05, infinite corpus: worst key 0.072, 17% of keys above α; ``T = 6``:
+worst 0.061, 0.5% of keys; ``T = 8``, ``b = 2``: 0.065, 10%; none at ``T = 8``, ``b = 4``, where the binomial
+level is 0.025). A small reference corpus can hide it (wide intervals): at ``T = 4``, ``b = 4`` the worst key is
+0.028 with 5,000 reference sentences, but at ``T = 8``, ``b = 2`` still 0.065 with 10,000. For
+context-centred keys :func:`pmark_theory._per_key_context.per_key_pvalues_context` is valid in that model too.
+
 The law is computed exactly in float64 by dynamic-programming convolution (sums and products of non-negative
 numbers only, no cancellation); tails are sums of the upper PMF terms, so tiny p-values keep their relative
 accuracy down to float64 underflow (about 1e-308, where they read 0).
@@ -214,11 +224,12 @@ def poisson_binomial_sf(k: Any, q: Any) -> float | np.ndarray:
 # Per-key p-values.
 # --------------------------------------------------------------------------------------------------------------
 def per_key_pvalue(n_match: Any, bits: Any, p_lo: Any, p_hi: Any) -> float:
-    """Conservative per-key p-value ``P(PB(q̄) >= N)`` of a hard match count for one fixed key (K1, X3).
+    """Per-key p-value ``P(PB(q̄) >= N)`` of a hard match count for one fixed key (K1, X3).
 
     ``q̄`` comes from :func:`per_key_match_bounds`; since the tail is non-decreasing in every ``q_i``, the value
     is ``>=`` the p-value under the true ``p_j`` whenever the intervals cover them (probability ``>=`` the
-    ``confidence`` of :func:`channel_sign_bounds`). With ``p_lo = p_hi = ½`` it equals
+    ``confidence`` of :func:`channel_sign_bounds`) AND the text's sign bits are independent across sentences
+    and channels — which context centring breaks (module docstring; K2). With ``p_lo = p_hi = ½`` it equals
     ``hard_count_pvalue(n_match, b*T)`` (X3).
 
     Args:

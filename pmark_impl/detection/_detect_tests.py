@@ -98,6 +98,7 @@ def per_key_statistics(
     Returns:
       ``(p_values [n], {"confidence", "centring"})``.
     """
+    from pmark_theory._per_key_context import per_key_pvalues_context
     from pmark_theory._per_key_test import channel_sign_bounds, per_key_pvalues
 
     cal = getattr(key, "calibration", None)
@@ -109,7 +110,11 @@ def per_key_statistics(
     ):
         return None
     p_lo, p_hi = channel_sign_bounds(np.asarray(cal.n_positive[:b]), cal.n_total, DEFAULT_CONFIDENCE)
-    p = per_key_pvalues(n_green, lengths, key_bits, p_lo, p_hi)
+    # Context centring makes a text's sign bits dependent across sentences (K1's Cov(Y_0, Y_t) = -(1 - lambda)/t):
+    # the independent Poisson-binomial tail can exceed alpha for some keys there; the dependence-aware p-value
+    # (the larger of it and this key's exact tail under K1's context law) keeps the level (K2).
+    fn = per_key_pvalues_context if cal.centring == "context" else per_key_pvalues
+    p = fn(n_green, lengths, key_bits, p_lo, p_hi)
     return np.asarray(p, dtype=np.float64), {"confidence": DEFAULT_CONFIDENCE, "centring": cal.centring}
 
 

@@ -47,6 +47,7 @@ from pmark_theory._detection import (
     soft_nonmatch_values,
 )
 from pmark_theory._offline import offline_tv
+from pmark_theory._per_key_context import per_key_pvalues_context
 from pmark_theory._per_key_soft import MAGNITUDE_EDGES
 from pmark_theory._per_key_test import channel_sign_bounds, per_key_pvalues
 from pmark_theory._validate import PMarkValueError, check_positive_int
@@ -97,12 +98,18 @@ def _soft_pvalues(key: WatermarkKey, f: list[np.ndarray], bits: np.ndarray) -> d
 
 
 def _held_out_measure(
-    key: WatermarkKey, texts: Sequence[np.ndarray], alphas: Sequence[float], soft: bool = True
+    key: WatermarkKey,
+    texts: Sequence[np.ndarray],
+    alphas: Sequence[float],
+    soft: bool = True,
+    context_test: bool = False,
 ) -> dict[str, Any]:
     """FPRs, sign balance and offline TV of ``key`` (calibrated or not) on held-out texts' embeddings.
 
-    The tests: ``hard``, ``per_key`` (calibrated key) and, with ``soft``, X4's ``soft`` and ``soft_per_key``
-    (a key calibrated with magnitude bands), at the default δ = 0.001, K = 150.
+    The tests: ``hard``, ``per_key`` (calibrated key; independent sign bits), with ``context_test`` and a key
+    calibrated with context centring ``per_key_context`` (the same p-value made valid under the dependence that
+    context centring creates between sentences, K2) and, with ``soft``, X4's ``soft`` and ``soft_per_key`` (a key
+    calibrated with magnitude bands), at the default δ = 0.001, K = 150.
     """
     v = key.pivots()
     b = key.channels
@@ -116,6 +123,8 @@ def _held_out_measure(
             np.asarray(key.calibration.n_positive), key.calibration.n_total, DEFAULT_CONFIDENCE
         )
         pvals["per_key"] = per_key_pvalues(counts, lengths, bits, lo, hi)
+        if context_test and key.calibration.centring == "context":
+            pvals["per_key_context"] = per_key_pvalues_context(counts, lengths, bits, lo, hi)
     if soft:
         pvals.update(_soft_pvalues(key, f, bits))
     n = len(texts)
@@ -276,18 +285,22 @@ def key_fpr_study(
     text_sentences: int = DEFAULT_TEXT_SENTENCES,
     held_out_fraction: float = 0.5,
     alphas: Sequence[float] = ALPHAS,
+    all_chunks: bool = False,
 ) -> dict[str, Any]:
-    """Per-key held-out FPRs of many keys on one set of embeddings (K1's experiment on real text).
+    """Per-key held-out FPRs of many keys on one set of embeddings (K1's and K2's experiment on real text).
 
     Args:
       keys: uncalibrated keys (same encoder dimension).
       emb: ``[n, d]`` embeddings of every sentence of ``documents``, in document order.
       documents, centring, text_sentences, held_out_fraction, alphas: as :func:`calibrate_key`.
+      all_chunks: held-out texts are every whole chunk of ``text_sentences`` sentences of the held-out documents
+        (more texts, but texts of one document share its topic) instead of the first chunk of each.
 
     Returns:
       ``{"tests": {test: {alpha: {"rates": [...], "worst": ..., "worst_interval": ..., "equal_rate_p": ...}}}}``
-      for ``"hard_uncentred"``, ``"hard_centred"`` and ``"per_key"`` (centred), plus sizes. ``equal_rate_p`` is
-      the chi-square test of equal FPR across keys (a 2 × keys contingency table).
+      for ``"hard_uncentred"``, ``"hard_centred"``, ``"per_key"`` (centred) and, with context centring,
+      ``"per_key_context"`` (K2's dependence-aware per-key p-value), plus sizes. ``equal_rate_p`` is the
+      chi-square test of equal FPR across keys (a 2 × keys contingency table).
     """
     keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
     offsets = np.cumsum([0] + [len(d.sentences) for d in documents])
@@ -296,21 +309,31 @@ def key_fpr_study(
     rows = lambda d: emb[offsets[index[d.doc_id]] : offsets[index[d.doc_id] + 1]]  # noqa: E731
     cal_emb = np.concatenate([rows(d) for d in cal_docs])
     cal_texts = [c for d in cal_docs for c in _chunks(rows(d), text_sentences)]
-    held_texts = [rows(d)[:text_sentences] for d in held_docs if len(d.sentences) >= text_sentences]
-    rates: dict[str, dict[str, list[float]]] = {
-        t: {str(a): [] for a in alphas} for t in ("hard_uncentred", "hard_centred", "per_key")
-    }
+    if all_chunks:
+        held_texts = [
+            c for d in held_docs for c in _chunks(rows(d), text_sentences) if len(c) == text_sentences
+        ]
+    else:
+        held_texts = [rows(d)[:text_sentences] for d in held_docs if len(d.sentences) >= text_sentences]
+    tests = ("hard_uncentred", "hard_centred", "per_key") + (
+        ("per_key_context",) if centring == "context" else ()
+    )
+    rates: dict[str, dict[str, list[float]]] = {t: {str(a): [] for a in alphas} for t in tests}
     n = len(held_texts)
     for key in keys:
         cal = _calibration_for(
             key, cal_texts, cal_emb.mean(axis=0), centring, text_sentences, "study", documents
         )
         before = _held_out_measure(key.with_calibration(None), held_texts, alphas, soft=False)
-        after = _held_out_measure(key.with_calibration(cal), held_texts, alphas, soft=False)
+        after = _held_out_measure(
+            key.with_calibration(cal), held_texts, alphas, soft=False, context_test=True
+        )
         for a in alphas:
             rates["hard_uncentred"][str(a)].append(before["fpr"]["hard"][str(a)]["rate"])
             rates["hard_centred"][str(a)].append(after["fpr"]["hard"][str(a)]["rate"])
             rates["per_key"][str(a)].append(after["fpr"]["per_key"][str(a)]["rate"])
+            if "per_key_context" in rates:
+                rates["per_key_context"][str(a)].append(after["fpr"]["per_key_context"][str(a)]["rate"])
     out: dict[str, Any] = {"n_keys": len(keys), "n_held_out_texts": n, "centring": centring, "tests": {}}
     for test, by_alpha in rates.items():
         out["tests"][test] = {}
