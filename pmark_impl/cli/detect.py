@@ -3,11 +3,21 @@
 The key is read and every choice detection would refuse is refused
 (:func:`pmark_impl.cli.provenance.check_detection_flags`) before the encoder loads; a SimMark text goes to
 :mod:`pmark_impl.cli.calibrate_simmark`. The models come from :mod:`pmark_impl.cli.models`.
+
+What is printed is an output level (S1, docs/security.md): ``total`` by default, ``--evidence`` (key holder
+only), ``--decision-only`` (the decision at ``--alpha`` and nothing else, for every scheme:
+:func:`pmark_impl.detection._detect_result.decision_record`). ``--count-queries STATE`` counts the query in a
+state file per key (:mod:`pmark_impl.detection._queries`): checked with the other paths before any model loads,
+updated after the detection and before the result is printed (an answer printed is an answer counted), with one
+warning line on stderr when the key's budget is crossed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import sys
 from typing import Any
 
@@ -17,13 +27,31 @@ from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments
 from pmark_impl.cli.files import CLIError, prompt_text, read_text
 from pmark_impl.cli.options import CANDIDATES, add_cell_options, add_common_options, float_type
 from pmark_impl.cli.scheme_options import add_scheme_arguments
+from pmark_impl.detection._detect_result import decision_record, output_record, record_json
 
-__all__ = ["add_parser", "cmd_detect"]
+__all__ = ["add_parser", "cmd_detect", "output_level", "query_counter"]
+
+#: ``--decision-only``'s help: what the decision level hides and what it still leaks.
+DECISION_HELP = (
+    "print only the decision at --alpha (detected: true/false), with no p-value, count, statistic or "
+    "per-sentence figure, for every scheme. It still leaks: a decision is a one-bit function of the matching "
+    "count, so whoever submits chosen texts can locate the threshold and, in principle, learn the key from "
+    "decisions too, only with more queries (S1, docs/security.md); count them with --count-queries"
+)
+#: ``--count-queries``' help.
+COUNT_HELP = (
+    "count this detection query, per key, in the state file STATE (JSON, mode 0600, created if missing in an "
+    "existing folder; many keys may share it, each under its public fingerprint; safe when several detections "
+    "run at once) and warn on stderr, once per budget spent, when the key's queries reach the budget of the "
+    "output level (pmark_theory._key_recovery.QUERY_WARNING: where the strongest measured chosen-text attack "
+    "recovers the key; --decision-only uses the total level's; docs/security.md): rotate the key then. The "
+    "JSON gains a query_counter block. Opt-in: without it nothing is counted or written"
+)
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
     """``pmark detect``: print the JSON verdict on FILE (following its provenance record when present)."""
-    from pmark_impl.cli.calibrate_simmark import run_detect_simmark, wants_simmark_detection
+    from pmark_impl.cli.calibrate_simmark import wants_simmark_detection
     from pmark_impl.cli.provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl.cli.scheme_options import cli_scheme
     from pmark_impl.detection._detect import detect
@@ -33,18 +61,24 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from pmark_impl.schemes import get_scheme
 
     cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
+    level = output_level(args)
     if wants_simmark_detection(args):
         if args.test is not None:
             raise CLIError(
                 f"--test {args.test} applies to the PMark and SemStamp modes, not to SimMark detection"
             )
-        return run_detect_simmark(args)
+        if args.count_queries is not None:
+            raise CLIError(
+                "--count-queries counts the queries answered with a key; SimMark detection uses none (E20)"
+            )
+        return _detect_simmark_at(args, level)
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
     given = args.prompt is not None or args.prompt_file is not None
     s = detection_settings(args, key, prompt_text(args, args.prompt, "--prompt") if given else None)
     check_detection_flags(key, s, args.test, args)  # incompatible choices: refused before the encoder loads
     calibration = detector_calibration(args, s["mode"])  # read before any model loads
+    counter = query_counter(args, s.get("provenance"))  # the state file checked before any model loads
     text = read_text(args.file)
     # The size budget is checked before any model loads; the count sizes the progress bar.
     n_sentences = len(split_within_budget([text], [f"FILE {args.file}"], None)[0])
@@ -78,10 +112,81 @@ def cmd_detect(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md, check S1):
-    # printed only on request.
-    sys.stdout.write((result.to_json(evidence=True) if args.evidence else result.to_json()) + "\n")
+    # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md,
+    # check S1): printed only on request; --decision-only prints the decision alone.
+    record = output_record(result, level)
+    if counter is not None:  # counted before printing: every answer printed is counted
+        record["query_counter"] = _count(counter, key, level)
+    sys.stdout.write(record_json(record) + "\n")
     return 0
+
+
+def output_level(args: argparse.Namespace) -> str:
+    """The output level asked for: ``"evidence"`` (``--evidence``), ``"decision"`` (``--decision-only``) or
+    ``"total"`` (default).
+
+    Raises:
+      CLIError: both flags.
+    """
+    if args.evidence and args.decision_only:
+        raise CLIError("give either --evidence or --decision-only, not both (they are output levels)")
+    return "evidence" if args.evidence else "decision" if args.decision_only else "total"
+
+
+def query_counter(args: argparse.Namespace, provenance: str | None) -> Any:
+    """The :class:`~pmark_impl.detection._queries.QueryCounter` of ``--count-queries STATE``, or ``None``.
+
+    Checked before any model loads: STATE may not be (by resolved path or inode) the key, the text, the prompt
+    file, the provenance record followed or a calibration; it must be a file name in a writable folder that
+    exists (no folder is created); an existing STATE must be a state file of pmark (it is updated, so
+    ``--force`` does not apply); and the budget (``QUERY_WARNING``) must be known.
+
+    Raises:
+      CLIError, QueryCounterError: one line, exit 2.
+    """
+    from pmark_impl.cli.files import check_paths
+    from pmark_impl.detection._queries import QueryCounter, warning_thresholds
+
+    path = args.count_queries
+    if path is None:
+        return None
+    inputs = {
+        "--key": args.key,
+        "FILE": args.file,
+        "--prompt-file": args.prompt_file,
+        "--provenance": provenance,
+        "--calibration": getattr(args, "calibration", None),
+        "--simmark-calibration": getattr(args, "simmark_calibration", None),
+    }
+    if path == "-":
+        raise CLIError("--count-queries needs a file name (the state is read and updated), not '-'")
+    check_paths(inputs, {"--count-queries": path}, force=True)  # an existing STATE is updated in place
+    warning_thresholds()
+    return QueryCounter(path)
+
+
+def _count(counter: Any, key: Any, level: str) -> dict[str, Any]:
+    """Record one query; warn on stderr once per crossing of the budget; the JSON block."""
+    from pmark_impl.cli.files import output_errors
+
+    with output_errors(counter.path, "query state file"):
+        status = counter.record(key, level)
+    if status.crossed:
+        print(f"pmark detect: warning: {status.warning()}", file=sys.stderr)
+    return status.to_dict()
+
+
+def _detect_simmark_at(args: argparse.Namespace, level: str) -> int:
+    """SimMark detection (:mod:`pmark_impl.cli.calibrate_simmark`), its record reduced to ``level``'s."""
+    from pmark_impl.cli.calibrate_simmark import run_detect_simmark
+
+    if level != "decision":
+        return run_detect_simmark(args)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):  # nothing reaches stdout but the decision
+        status = run_detect_simmark(args)
+    sys.stdout.write(record_json(decision_record(json.loads(buf.getvalue()))) + "\n")
+    return status
 
 
 def detector_calibration(args: argparse.Namespace, scheme_name: str) -> Any:
@@ -182,6 +287,8 @@ def add_parser(sub: Any) -> None:
         help="print per-sentence evidence (f, medians, key bits, matches). Whoever sees this output can recover "
         "the secret key: for the key holder only",
     )
+    p.add_argument("--decision-only", action="store_true", help=DECISION_HELP)
+    p.add_argument("--count-queries", default=None, metavar="STATE", help=COUNT_HELP)
     p.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin), without the prompt")
     add_simmark_detect_arguments(p)
     p.set_defaults(func=cmd_detect)

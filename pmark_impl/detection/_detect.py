@@ -15,11 +15,14 @@ Tests (one-sided, E11):
     of the position only (X3, E13): ``p = P(Bin(bT, ½) >= N_g)``. The guarantee is over the key: for ONE
     deployed key, the false-positive rate over human texts can differ from α (offline, median 0, E13);
     the online median comes from the LM with a seed that never depends on the key;
-  * per_key (offline, calibrated key): this key's conservative Poisson-binomial null (K1);
+  * per_key (offline, calibrated key): this key's Poisson-binomial null (K1; valid under
+    independent sign bits; with context centring the larger of it and this key's exact tail under K1's context
+    law, K2);
   * soft: X4's exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½) — like the hard
     test, exact averaged over keys, not for one key (its ``note`` says so). For a key calibrated with magnitude
     bands, offline, ``test="soft"`` decides by ``soft_per_key`` instead: the soft count against THIS key's null
-    (:mod:`pmark_theory._per_key_soft`; valid per key under K1's model, conservative), X4's p-value beside it;
+    (:mod:`pmark_theory._per_key_soft`; valid per key for sign bits independent across sentences — context
+    centring's dependence is not covered, K2), X4's p-value beside it;
   * the paper's soft ``z`` is reported for comparison, marked ``uncalibrated`` (its nominal level is not α, C19).
 
 Before any encoding, every argument's type is checked (:mod:`pmark_impl._api_checks`: one line naming the
@@ -151,9 +154,10 @@ def detect(
       delta, K: soft-count margin ``δ >= 0`` and smoothing ``K`` (finite, ``> 0``; paper: 0.001, 150).
       alpha: level in (0, 1).
       test: which p-value is ``p_value`` (PMark modes): ``"hard"`` (exact binomial over keys, X3),
-        ``"per_key"`` (offline, calibrated key: conservative Poisson-binomial null of THIS key, K1),
+        ``"per_key"`` (offline, calibrated key: Poisson-binomial null of THIS key, K1; with context
+        centring made valid under its dependence, K2),
         ``"soft"`` or ``"soft_per_key"``. ``"soft"`` is the calibrated soft count: for a key calibrated with
-        magnitude bands (``pmark calibrate``), offline, it resolves to ``"soft_per_key"`` — the conservative
+        magnitude bands (``pmark calibrate``), offline, it resolves to ``"soft_per_key"`` — the
         per-key soft p-value of THIS key (:mod:`pmark_theory._per_key_soft`, K1 and X4), with X4's p-value
         reported beside it; otherwise X4's p-value, exact only averaged over keys (a ``note`` says so).
         ``None`` (default): ``"hard"``; a calibrated key's detection reports ``"per_key"`` beside it.

@@ -2,7 +2,9 @@
 
 ``DetectionResult.to_dict()`` / ``to_json()`` give by default the level ``"total"`` (verdict, p-values and the
 totals in :data:`TOTAL_STATISTICS`, nothing per sentence or channel); ``evidence=True`` gives the full record
-(proxies, medians, key bits, matches) with :data:`EVIDENCE_WARNING` — whoever sees it can recover the key.
+(proxies, medians, key bits, matches) with :data:`EVIDENCE_WARNING` — whoever sees it can recover the key;
+``level="decision"`` gives only the decision at α (:func:`decision_record`, for the result of any scheme), with
+:data:`DECISION_NOTE` saying what a decision still leaks.
 """
 
 from __future__ import annotations
@@ -15,8 +17,12 @@ from typing import Any
 import numpy as np
 
 from pmark_theory._key_recovery import DEFAULT_OUTPUT_LEVEL
+from pmark_theory._validate import PMarkValueError
 
 __all__ = [
+    "DECISION_LEVEL",
+    "DECISION_NOTE",
+    "DETECTOR_OUTPUT_LEVELS",
     "EVIDENCE_WARNING",
     "TOTAL_STATISTICS",
     "VERDICT_NOT_ENOUGH",
@@ -25,7 +31,10 @@ __all__ = [
     "ChannelEvidence",
     "DetectionResult",
     "SentenceEvidence",
+    "decision_record",
+    "output_record",
     "pmark_evidence",
+    "record_json",
     "verdict",
 ]
 
@@ -50,6 +59,17 @@ EVIDENCE_WARNING = (
     "this record holds the per-sentence evidence (projections f, key bits, cells): whoever sees records like it "
     "for about d / T texts can recover the secret key (pivots and bits) by least squares and then forge or strip "
     "the watermark. Keep it with the key; never publish it or return it to users (docs/security.md)."
+)
+#: The output level that reveals only the decision at α (``pmark detect --decision-only``).
+DECISION_LEVEL = "decision"
+#: What the detector can print, most to least revealing (``"total"`` is the default, S1).
+DETECTOR_OUTPUT_LEVELS = ("evidence", DEFAULT_OUTPUT_LEVEL, DECISION_LEVEL)
+#: Printed with every ``decision`` record: what a decision still reveals.
+DECISION_NOTE = (
+    "only the decision at alpha is printed (no p-value, count or per-sentence figure). A decision is still a "
+    "one-bit function of the matching count: whoever submits chosen texts can locate the threshold and, in "
+    "principle, learn the key from decisions alone, only more slowly than from the count (docs/security.md). "
+    "Count the queries answered with this key (pmark detect --count-queries) and rotate it at the budget."
 )
 if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
     raise ImportError(
@@ -132,8 +152,8 @@ class DetectionResult:
             "sentence(s), not shown; see docs/security.md>)"
         )
 
-    def to_dict(self, evidence: bool = False) -> dict[str, Any]:
-        """The record to print, at output level ``"total"`` (default) or ``"evidence"`` (S1).
+    def to_dict(self, evidence: bool = False, *, level: str | None = None) -> dict[str, Any]:
+        """The record to print, at output level ``"total"`` (default), ``"evidence"`` or ``"decision"`` (S1).
 
         Args:
           evidence: ``False`` (default): ``verdict``, ``p_value``, ``alpha``, ``test``, ``mode``,
@@ -141,22 +161,109 @@ class DetectionResult:
             (:data:`TOTAL_STATISTICS`) and ``"output_level": "total"`` — nothing per sentence or channel.
             ``True``: every attribute, per-sentence evidence included, with ``"output_level": "evidence"`` and
             a ``"warning"`` (:data:`EVIDENCE_WARNING`): whoever sees such records can recover the key.
+          level: the output level by name (:data:`DETECTOR_OUTPUT_LEVELS`); ``"decision"`` prints only the
+            decision at ``alpha`` (:func:`decision_record`). ``None``: ``"evidence"`` if ``evidence`` else
+            ``"total"``.
 
         Returns:
           A dict of plain Python values (the evidence level may hold tuples and non-finite floats).
-        """
-        if evidence:
-            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **asdict(self)}
-        return _total_view(self)
 
-    def to_json(self, indent: int | None = 2, evidence: bool = False) -> str:
+        Raises:
+          PMarkValueError: an unknown ``level``, or ``evidence=True`` with another level.
+        """
+        return output_record(self, _level(evidence, level))
+
+    def to_json(self, indent: int | None = 2, evidence: bool = False, *, level: str | None = None) -> str:
         """:meth:`to_dict` as JSON (non-finite numbers written as strings).
 
         Args:
           indent: JSON indentation (``None``: one line).
           evidence: print the per-sentence evidence (key holder only; see :meth:`to_dict`).
+          level: the output level by name (see :meth:`to_dict`).
         """
-        return json.dumps(_jsonable(self.to_dict(evidence=evidence)), indent=indent)
+        return record_json(self.to_dict(evidence=evidence, level=level), indent=indent)
+
+
+def _level(evidence: bool, level: str | None) -> str:
+    if level is None:
+        return "evidence" if evidence else DEFAULT_OUTPUT_LEVEL
+    if level not in DETECTOR_OUTPUT_LEVELS:
+        raise PMarkValueError(f"level must be one of {list(DETECTOR_OUTPUT_LEVELS)}, got {level!r}")
+    if evidence and level != "evidence":
+        raise PMarkValueError(f"evidence=True asks for the evidence level, not {level!r}: give one of them")
+    return level
+
+
+def output_record(result: Any, level: str) -> dict[str, Any]:
+    """What the detector prints of ``result`` (the result of any scheme) at output ``level`` (S1).
+
+    Args:
+      result: a detection result: a :class:`DetectionResult`, or any scheme's result with ``verdict`` (and
+        ``alpha``) and ``to_dict(evidence=...)`` (the Scheme interface).
+      level: ``"evidence"``, ``"total"`` or ``"decision"`` (:data:`DETECTOR_OUTPUT_LEVELS`).
+
+    Returns:
+      The record: :func:`decision_record` at ``"decision"``; else the result's own ``to_dict`` at that level.
+
+    Raises:
+      PMarkValueError: an unknown level.
+    """
+    if level not in DETECTOR_OUTPUT_LEVELS:
+        raise PMarkValueError(f"level must be one of {list(DETECTOR_OUTPUT_LEVELS)}, got {level!r}")
+    if level == DECISION_LEVEL:
+        return decision_record(result)
+    if isinstance(result, DetectionResult):
+        if level == "evidence":
+            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **asdict(result)}
+        return _total_view(result)
+    return result.to_dict(evidence=level == "evidence")
+
+
+def decision_record(result: Any, alpha: float | None = None) -> dict[str, Any]:
+    """The ``decision`` output level: whether the watermark is detected at α, and nothing else (S1).
+
+    Works for the result of every scheme: a result is *detected* when its ``verdict`` is
+    :data:`VERDICT_WATERMARKED` (``"watermarked"``, the toolkit's verdict vocabulary); "not enough evidence" is
+    printed as not detected. No p-value, count, statistic, reason or per-sentence figure is printed, so two texts
+    with the same decision give the same record.
+
+    What it still leaks (:data:`DECISION_NOTE`, docs/security.md): the decision is a one-bit function of the
+    matching count, ``1{N_g >= c_α}``. A chosen-text attacker can still locate the threshold ``c_α`` and then
+    read, query by query, on which side of it a crafted text falls — the same key-dependent threshold functions
+    the total count reveals, one bit at a time — so the key can in principle be learnt from decisions too, only
+    with more queries: one bit per query needs at least about 1,800 texts for ``|cos| 0.9`` (an information
+    bound), and the attacks measured so far stayed at chance on decisions (S1). The counter's budget
+    ``pmark_theory._key_recovery.QUERY_WARNING["decision"]`` is therefore set to the total level's, an early
+    warning (:mod:`pmark_impl.detection._queries`).
+
+    Args:
+      result: a detection result (an object with ``verdict`` and ``alpha``) or its printed record (a mapping).
+      alpha: the level (default: the result's ``alpha``).
+
+    Returns:
+      ``{"output_level": "decision", "detected", "verdict", "alpha", "note"}``, where ``verdict`` is
+      :data:`VERDICT_WATERMARKED` or :data:`VERDICT_NO_WATERMARK`.
+
+    Raises:
+      PMarkValueError: no ``alpha`` given nor held by the result.
+    """
+    get = result.get if isinstance(result, dict) else lambda name: getattr(result, name, None)
+    detected = get("verdict") == VERDICT_WATERMARKED
+    alpha = get("alpha") if alpha is None else alpha
+    if alpha is None:
+        raise PMarkValueError("the decision record needs the level alpha: the result holds none, pass alpha=")
+    return {
+        "output_level": DECISION_LEVEL,
+        "detected": bool(detected),
+        "verdict": VERDICT_WATERMARKED if detected else VERDICT_NO_WATERMARK,
+        "alpha": float(alpha),
+        "note": DECISION_NOTE,
+    }
+
+
+def record_json(record: dict[str, Any], indent: int | None = 2) -> str:
+    """A printed record as JSON: NumPy values as plain numbers, non-finite floats as strings."""
+    return json.dumps(_jsonable(record), indent=indent)
 
 
 def _total_view(res: DetectionResult) -> dict[str, Any]:

@@ -13,6 +13,9 @@ with the shared rules:
   against ``η`` beside the C11 band bound, ``ε_rm``, SNR and power at ``T`` sentences (C14, X3);
 * cells: masses ``q``, ``semstamp_factor`` and TV (C7/C8, X1);
 * interval rules: ``μ(G)`` and ``TV = 1 − μ(G)`` (E20).
+
+On a corpus (sentences and their encoder) it also runs the text checks of :mod:`proofs_checks.validate._text`:
+word deletion against the geometry's prediction for the measured ``η``, and correlation with sentence length.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ from proofs_checks.validate._flags import FlagContext, derive_flags
 from proofs_checks.validate._proxies import Proxy, ProxyError, check_proxy, evaluate_proxy, make_proxy
 from proofs_checks.validate._results import ProxyValidation
 from proofs_checks.validate._sections import _Data, cells_section, continuous_section, interval_section
+from proofs_checks.validate._text import (
+    DEFAULT_DELETION_RATES,
+    DEFAULT_TEXT_SENTENCES,
+    check_deletion_rates,
+    length_bias,
+    text_robustness,
+)
 from simulations._universe import FiniteUniverse
 
 __all__ = ["DEFAULT_ETAS", "DEFAULT_N_CANDIDATES", "DEFAULT_T", "SIZE_LIMITS", "validate_proxy"]
@@ -51,7 +61,10 @@ SIZE_LIMITS = {
     "n_bootstrap": 10**5,
     "n_samples": 2**20,
     "n_balance_sets": 2**16,
+    "n_text": 2**16,
 }
+#: ``fold_in`` tag of the text checks' key (a separate stream: the other sections' draws do not change).
+TEXT_STREAM = 28
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -166,6 +179,30 @@ def _function_checks(
     }
 
 
+def _text_section(key, proxy, sentences, data_, table, sec, encoder, opts) -> dict[str, Any]:
+    """Word deletion and length bias on the corpus (issue 28; :mod:`proofs_checks.validate._text`)."""
+    continuous = proxy.kind == "continuous"
+    out: dict[str, Any] = {
+        "text_robustness": text_robustness(
+            key,
+            proxy,
+            sentences,
+            data_.embeddings,
+            encoder,
+            rates=opts["deletion_rates"],
+            n_text=opts["n_text"],
+            thresholds=sec["medians"] if continuous else None,
+            lipschitz=sec["robustness"].lipschitz if continuous else None,
+            confidence=opts["confidence"],
+        )
+    }
+    if proxy.kind != "cells":  # real-valued scores (cells are labels: no correlation is defined)
+        out["length_bias"] = length_bias(
+            table if continuous else table[:, None], sentences, opts["confidence"]
+        )
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The battery.
 # --------------------------------------------------------------------------------------------------------------
@@ -188,6 +225,8 @@ def validate_proxy(
     n_bootstrap: int = 200,
     n_samples: int = 4000,
     n_balance_sets: int = 32,
+    deletion_rates: Sequence[float] = DEFAULT_DELETION_RATES,
+    n_text: int = DEFAULT_TEXT_SENTENCES,
 ) -> ProxyValidation:
     """Run the full battery on a proxy: distortion (exact TV), robustness, evidence and detector power.
 
@@ -214,6 +253,8 @@ def validate_proxy(
       n_bootstrap: bootstrap (and reference) draws for empirical TVs.
       n_samples: draws from a ``sample_embeddings`` source.
       n_balance_sets: candidate sets enumerated over all key bits in the online balance check.
+      deletion_rates: word-deletion probabilities in ``(0, 1)`` of the text checks (corpus data only).
+      n_text: corpus sentences attacked by word deletion (a fixed random subset when the corpus is larger).
 
     Every size argument is bounded by :data:`SIZE_LIMITS` (memory), e.g. ``n_trials <= 2**20``.
 
@@ -245,6 +286,8 @@ def validate_proxy(
         "n_bootstrap": check_size("n_bootstrap", n_bootstrap, maximum=SIZE_LIMITS["n_bootstrap"]),
         "n_samples": check_size("n_samples", n_samples, minimum=2, maximum=SIZE_LIMITS["n_samples"]),
         "n_balance_sets": check_size("n_balance_sets", n_balance_sets, maximum=SIZE_LIMITS["n_balance_sets"]),
+        "deletion_rates": check_deletion_rates(deletion_rates),
+        "n_text": check_size("n_text", n_text, maximum=SIZE_LIMITS["n_text"]),
     }
     k_data, k_rng, k_run = jax.random.split(key, 3)
     data_ = _prepare_data(data, encoder, k_data, opts["n_samples"])
@@ -259,6 +302,12 @@ def validate_proxy(
     else:
         sec = interval_section(k_run, rng, proxy, data_, table, ns, etas_arr, opts)
     sec["function_checks"] = checks
+    if data_.kind == "corpus":
+        sec.update(
+            _text_section(
+                jax.random.fold_in(key, TEXT_STREAM), proxy, list(data), data_, table, sec, encoder, opts
+            )
+        )
     ctx = FlagContext(proxy, data_.n_obs, table, sec, checks, opts)
     flags, verdicts = derive_flags(ctx)
     meta = {
@@ -267,6 +316,7 @@ def validate_proxy(
         "d": int(data_.embeddings.shape[1]),
         "exact": data_.n_obs is None,
         "normalised": data_.normalised,
+        "text_checks": data_.kind == "corpus",
     }
     settings = {
         **opts,

@@ -10,6 +10,7 @@ import numpy as np
 from proofs_checks.validate._proxies import Proxy
 from proofs_checks.validate._results import Flag
 from proofs_checks.validate._stats import Estimate
+from proofs_checks.validate._text import text_flags
 
 __all__ = ["CORRELATED_PHI", "DEPENDENCE_P", "NO_EVIDENCE_EPS", "WEAK_POWER", "FlagContext", "derive_flags"]
 
@@ -277,6 +278,7 @@ def derive_flags(ctx: FlagContext) -> tuple[list[Flag], dict[str, bool | None]]:
     _common(ctx, add)
     handler = {"continuous": _continuous, "cells": _cells, "interval": _interval}[ctx.proxy.kind]
     verdicts = handler(ctx, add)
+    text_flags(ctx.sec, add)
     if not ctx.checks["batch_invariant"]:
         verdicts = dict.fromkeys(verdicts, False)
     order = {"error": 0, "warning": 1, "info": 2}

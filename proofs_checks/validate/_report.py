@@ -26,9 +26,12 @@ from pmark_theory._owned import FolderError, LegacyLayout, claim_folder, probe_f
 from proofs_checks._cli_common import LOCK_NAME, OutputInUseError, OutputLock
 from proofs_checks._io import json_bytes, write_owned
 from proofs_checks.validate._plots import FIGURES, _f, figures_for
+from proofs_checks.validate._report_text import text_lines
 from proofs_checks.validate._results import ProxyValidation
 
 __all__ = [
+    "CONFIRMATION_COLUMNS",
+    "CONFIRMATION_READING",
     "FIGURES_DIR",
     "LEGACY_PROXY_REPORT",
     "PROXY_KIND",
@@ -40,6 +43,27 @@ __all__ = [
 FIGURES_DIR = "figures"
 #: The kind of a proxy report folder (see :mod:`pmark_theory._owned`).
 PROXY_KIND = "pmark proxy report"
+#: Columns of the "Simulation confirmations" table, each named by the two laws it compares (issue 28). P_M is the
+#: data law (the sentences' law without a watermark); the exact watermarked law is the claim's formula.
+CONFIRMATION_COLUMNS = (
+    "scheme",
+    "claim",
+    "trials",
+    "TV(exact watermarked law, P_M): the distortion",
+    "TV(MC histogram, exact watermarked law) ± se",
+    "chi-square p (MC histogram vs exact watermarked law)",
+    "per-sentence p (Bonferroni)",
+    "MC agrees with the exact law",
+    "negative control: wrong law rejected? (TV(wrong law, exact watermarked law), p)",
+)
+#: How to read the two TV columns (they compare different pairs of laws, so they need not agree).
+CONFIRMATION_READING = (
+    "How to read this table: the two TV columns compare different pairs of laws and are not meant to agree. "
+    "TV(exact watermarked law, P_M) is the scheme's distortion, computed exactly from the claim's law (0 means "
+    "distortion-free). TV(MC histogram, exact watermarked law) is how far the simulated outputs are from that "
+    "exact law: it only checks the law, is never an estimate of the distortion, and is small (sampling noise) "
+    "when the law is confirmed."
+)
 
 
 def _old_results(data: bytes) -> bool:
@@ -270,13 +294,15 @@ def render_markdown(r: dict[str, Any], figures: dict[str, str]) -> str:
             "interval and the SNR bounds.",
             "",
         ]
+    lines += text_lines(r)
     conf = r.get("confirmations") or []
     if conf:
         lines += [
             "## Simulation confirmations (exact law vs Monte Carlo with the shared rules)",
             "",
-            "| scheme | claim | trials | exact TV | MC TV ± se | chi-square p | per-sentence p (Bonferroni) | consistent "
-            "| negative control: wrong law (TV) rejected? |",
+            CONFIRMATION_READING,
+            "",
+            "| " + " | ".join(CONFIRMATION_COLUMNS) + " |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for c in conf:
@@ -288,8 +314,8 @@ def render_markdown(r: dict[str, Any], figures: dict[str, str]) -> str:
             )
         lines += [
             "",
-            "The MC TV of a correct law is not 0: it is biased upward by the sampling noise; the chi-square "
-            "test decides (pooled chi-square p > 1e-3 and the smallest exact binomial per-sentence p-value, "
+            "TV(MC histogram, exact watermarked law) is not 0 for a correct law: it is biased upward by the "
+            "sampling noise; the chi-square test decides (pooled chi-square p > 1e-3 and the smallest exact binomial per-sentence p-value, "
             "Bonferroni-corrected, > 1e-3; false-alarm rate about 2e-3). The negative control compares the same histogram with a wrong law (the exact "
             "law reweighted 1.5 / 0.5 on a fixed half of the sentences), which must be rejected.",
             "",

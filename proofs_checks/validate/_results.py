@@ -10,6 +10,7 @@ from proofs_checks._io import to_jsonable
 from proofs_checks.validate._evidence import Evidence
 from proofs_checks.validate._robustness import Robustness
 from proofs_checks.validate._stats import Dependence, Estimate
+from proofs_checks.validate._text import LengthBias, TextRobustness
 
 __all__ = ["SEVERITIES", "Flag", "ProxyValidation", "SimulationCheck", "as_plain"]
 
@@ -89,6 +90,10 @@ class ProxyValidation(NamedTuple):
       cell_change: random-rotation change rate of the cell / of the validity (cells, interval): ``etas``,
         ``rate``, ``lo``, ``hi``.
       histogram: interval proxies: the law of ``F`` as ``edges [B+1]`` and ``mass [B]`` (for the report).
+      text_robustness: corpus data: word deletion against the geometry's prediction for the measured ``η``
+        (:class:`~proofs_checks.validate._text.TextRobustness`).
+      length_bias: corpus data, continuous and interval proxies: correlation with sentence length
+        (:class:`~proofs_checks.validate._text.LengthBias`).
       confirmations: the :class:`SimulationCheck` s.
       flags: the :class:`Flag` s.
       distortion_free: scheme -> verdict (``True``/``False``; ``None`` when undefined).
@@ -118,6 +123,8 @@ class ProxyValidation(NamedTuple):
     tv: Estimate | None = None
     cell_change: dict[str, Any] | None = None
     histogram: dict[str, Any] | None = None
+    text_robustness: TextRobustness | None = None
+    length_bias: LengthBias | None = None
     confirmations: tuple[SimulationCheck, ...] = ()
     flags: tuple[Flag, ...] = ()
     distortion_free: dict[str, bool | None] | None = None
@@ -126,6 +133,11 @@ class ProxyValidation(NamedTuple):
     def ok(self) -> bool:
         """No flag of severity ``error``."""
         return not any(f.severity == "error" for f in self.flags)
+
+    @property
+    def clean(self) -> bool:
+        """No flag of severity ``error`` or ``warning`` (what ``--strict`` requires; ``info`` flags never count)."""
+        return not any(f.severity in ("error", "warning") for f in self.flags)
 
     def flag_codes(self) -> set[str]:
         """The codes of all flags."""

@@ -8,8 +8,14 @@
 :class:`~proofs_checks.validate.Proxy`, or a function ``embeddings [n, d] -> [n, b]`` used as a proxy of kind
 ``--kind`` (default continuous; ``--n-cells`` for cells, ``--interval LO HI`` for interval).
 
-Exit codes: 0 the report was written and nothing is flagged as an error; 1 the report was written and the proxy
-has error flags; 2 a usage or input error (one line on stderr, no traceback).
+With ``--corpus`` the text checks run too (issue 28): word deletion on the corpus sentences through the same
+encoder, against the geometry's prediction for the measured ``η`` (``--deletion-rates``, ``--text-sentences``),
+and each channel's correlation with sentence length.
+
+Exit codes: 0 the report was written and nothing is flagged as an error (with ``--strict``: no error and no
+warning); 1 the report was written and the proxy has error flags (with ``--strict``: error or warning flags, e.g.
+``length_bias`` or ``text_fragile``; ``info`` flags never count); 2 a usage or input error (one line on stderr,
+no traceback).
 """
 
 from __future__ import annotations
@@ -28,9 +34,16 @@ import numpy as np
 
 from pmark_theory._validate import PMarkValueError
 from proofs_checks._cli_common import MAX_SEED, int_in_range
-from proofs_checks.validate._battery import DEFAULT_ETAS, DEFAULT_N_CANDIDATES, DEFAULT_T, validate_proxy
+from proofs_checks.validate._battery import (
+    DEFAULT_ETAS,
+    DEFAULT_N_CANDIDATES,
+    DEFAULT_T,
+    SIZE_LIMITS,
+    validate_proxy,
+)
 from proofs_checks.validate._proxies import BUILTIN_PROXIES, PROXY_KINDS, Proxy, builtin_proxy, make_proxy
 from proofs_checks.validate._report import check_report_dir, write_proxy_report
+from proofs_checks.validate._text import DEFAULT_DELETION_RATES, DEFAULT_TEXT_SENTENCES
 
 __all__ = ["SYNTHETIC_FIELDS", "main", "parse_synthetic", "read_corpus", "resolve_proxy"]
 
@@ -50,20 +63,36 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Embedded:
-    """An encoder that returns embeddings computed once (so the corpus is embedded a single time)."""
+    """The corpus's embeddings computed once; other texts (attacked sentences) go to the real encoder."""
 
-    def __init__(self, embeddings: np.ndarray) -> None:
-        self.embeddings = embeddings
+    def __init__(
+        self, embeddings: np.ndarray, sentences: list[str] | None = None, encoder: Any = None
+    ) -> None:
+        self.embeddings, self.sentences, self.encoder = embeddings, sentences, encoder
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return self.embeddings
+        if self.encoder is None or list(texts) == self.sentences:
+            return self.embeddings
+        return self.encoder.encode(list(texts))
+
+
+def _probability(text: str) -> float:
+    """An argparse ``type=``: a word-deletion probability in the open interval (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a probability in (0, 1), got {text[:40]!r}") from None
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a probability in (0, 1), got {text[:40]!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog=PROG,
-        description="Validate a proxy function: distortion (exact TV), robustness, evidence and detector power, "
-        "with a report (report.md, results.json, figures/). Exit 0: no error flags; 1: error flags; 2: usage error.",
+        description="Validate a proxy function: distortion (exact TV), robustness, evidence and detector power "
+        "(with --corpus also word deletion and sentence-length bias), with a report (report.md, results.json, "
+        "figures/). Exit 0: no error flags (--strict: no error or warning flags); 1: such flags; 2: usage error.",
     )
     p.add_argument("proxy", help="builtin:NAME (" + ", ".join(BUILTIN_PROXIES) + ") or module:attribute")
     src = p.add_mutually_exclusive_group(required=True)
@@ -96,6 +125,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=8192, help="simulated outputs per scheme (default 8192)")
     p.add_argument("--attack", type=int, default=1024, help="sentences attacked per budget (default 1024)")
     p.add_argument("--encoder", default=None, help="encoder name or path passed to the encoder factory")
+    p.add_argument(
+        "--deletion-rates",
+        type=_probability,
+        nargs="+",
+        default=None,
+        metavar="P",
+        help="--corpus: word-deletion probabilities in (0, 1) (default "
+        + " ".join(f"{v:g}" for v in DEFAULT_DELETION_RATES)
+        + ")",
+    )
+    p.add_argument(
+        "--text-sentences",
+        type=int_in_range(1, SIZE_LIMITS["n_text"]),
+        default=None,
+        metavar="N",
+        help=f"--corpus: sentences attacked by word deletion (default {DEFAULT_TEXT_SENTENCES})",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any error or warning flag is raised (length bias, fragile on text, distortion, ...)",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("proxy-report"), help="report directory (default ./proxy-report)"
     )
@@ -235,6 +286,10 @@ def _run(argv: list[str] | None, encoder_factory: Callable[..., Any] | None) -> 
     key = jax.random.key(args.seed)
     k_data, k_proxy, k_run = jax.random.split(key, 3)
     out = args.out
+    if args.corpus is None and (args.deletion_rates is not None or args.text_sentences is not None):
+        raise UsageError(
+            "--deletion-rates and --text-sentences need --corpus (the text checks run on sentences)"
+        )
     check_report_dir(out, args.force, what="--out")  # a foreign folder is refused even with --force
     if args.corpus is not None:
         sentences = read_corpus(args.corpus)
@@ -269,7 +324,7 @@ def _run(argv: list[str] | None, encoder_factory: Callable[..., Any] | None) -> 
         from proofs_checks.validate._battery import _prepare_data
 
         emb = _prepare_data(data, encoder, k_data, 2).embeddings
-        encoder = _Embedded(emb)
+        encoder = _Embedded(emb, sentences, encoder)
     if not -emb.shape[0] <= args.context < emb.shape[0]:
         raise UsageError(f"--context must index one of the {emb.shape[0]} sentences, got {args.context}")
     context = emb[args.context]  # SimMark's "previous sentence"
@@ -285,6 +340,8 @@ def _run(argv: list[str] | None, encoder_factory: Callable[..., Any] | None) -> 
         n_trials=args.trials,
         n_attack=args.attack,
         encoder=encoder,
+        deletion_rates=args.deletion_rates or DEFAULT_DELETION_RATES,
+        n_text=args.text_sentences or DEFAULT_TEXT_SENTENCES,
     )
     meta = {
         "command": [PROG, *(argv if argv is not None else sys.argv[1:])],
@@ -300,6 +357,8 @@ def _run(argv: list[str] | None, encoder_factory: Callable[..., Any] | None) -> 
         for k, v in (result.distortion_free or {}).items()
     )
     print(f"{proxy.name} ({proxy.kind}) on {describe}: {verdicts}; report: {report}")
+    if args.strict:
+        return 0 if result.clean else 1
     return 0 if result.ok else 1
 
 
@@ -312,8 +371,8 @@ def main(argv: list[str] | None = None, encoder_factory: Callable[..., Any] | No
         ``.encode(texts) -> [n, d]``; needed for ``--corpus`` (the lead passes ``pmark_impl.sampling._models.load_encoder``).
 
     Returns:
-      0 (report written, no error flag), 1 (report written, error flags) or 2 (usage/input error, one line on
-      stderr).
+      0 (report written, no error flag; with ``--strict`` no error or warning flag), 1 (report written, such
+      flags) or 2 (usage/input error, one line on stderr).
     """
     try:
         return _run(argv, encoder_factory)

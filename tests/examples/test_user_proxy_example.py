@@ -5,6 +5,9 @@
 #      encoder's dimension (all-MiniLM-L6-v2: 384) and the thresholds at the bottom to what you need.
 #   2. Run `pytest test_my_proxy.py` (needs `pip install 'pmark-toolkit[test]'`).
 #
+# The file is self-contained: it needs no conftest.py, fixture or marker of the toolkit's own test suite, and it
+# sets JAX's float64 mode and its hypothesis settings (no deadline, fixed examples) itself.
+#
 # The file is part of the toolkit's own test suite (tests/examples/), so it is kept working. The same battery runs
 # from the command line:  pmark validate-proxy my_module:my_proxy --synthetic 2000 384 --out proxy-report
 # ==================================================================================================================
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 
 from pmark_theory import haar_pivots, offline_tv, online_survivors
 from proofs_checks.strategies import universes
 from proofs_checks.validate import evaluate_proxy, make_proxy, validate_proxy
 from simulations import make_finite_universe
+
+jax.config.update("jax_enable_x64", True)  # the toolkit computes in float64 (its packages set it too)
 
 D, B = 16, 2  # embedding dimension, channels
 PIVOTS = haar_pivots(0, D, B)  # Haar-distributed orthonormal pivots (E18)
@@ -32,9 +37,14 @@ def my_proxy(embeddings: np.ndarray) -> np.ndarray:
 
 PROXY = make_proxy(my_proxy, name="tanh_pivots")
 N = 8  # candidates per step in the property test below (a multiple of 2**B, E6)
+# The first call compiles JAX code (~0.3 s), so no per-example deadline; derandomize: the same examples every run.
+PROPERTY_SETTINGS = settings(
+    max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 _survivors = jax.jit(online_survivors)  # fixed shapes [N, B]: compiled once, outside the @given bodies
 
 
+@PROPERTY_SETTINGS
 @given(universes(d=D, max_sentences=10))
 def test_proxy_is_finite_deterministic_and_rowwise(u):
     f = evaluate_proxy(PROXY, u.embeddings)  # raises ProxyError on exceptions, NaN, wrong shapes
@@ -45,7 +55,7 @@ def test_proxy_is_finite_deterministic_and_rowwise(u):
     )  # row-wise
 
 
-@settings(max_examples=20)
+@PROPERTY_SETTINGS
 @given(universes(min_sentences=N, max_sentences=N, d=D))
 def test_online_pmark_is_balanced_on_my_proxy(u):
     # C9/C10: over the 2**B key bit vectors every candidate survives exactly once, ties and duplicates included,

@@ -8,6 +8,7 @@ use tiny sizes (a few sentences, ``N <= 16``, one document for ``evaluate``, one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -163,7 +164,7 @@ RECORD_EDITS = (
 
 @st.composite
 def detect_cases(draw: Any, assets: Assets) -> CliCase:
-    c = Case(draw, "detect", 28)
+    c = Case(draw, "detect", 33)
     c.key(assets)
     no_provenance = draw(st.integers(0, 4)) == 0
     if draw(
@@ -204,7 +205,9 @@ def detect_cases(draw: Any, assets: Assets) -> CliCase:
     c.opt("--seed", (None, "0"), ("-1",))
     c.opt("--encoder", (None,), (DIM16,))
     c.opt("--device", (None, "cpu"), ("tpu",))
-    c.flag("--evidence")
+    evidence = c.flag("--evidence")
+    if c.flag("--decision-only") and evidence:
+        c.refuse.append("--evidence with --decision-only")
     if no_provenance:
         c.argv.append("--no-provenance")
     if c.hostile():
@@ -228,8 +231,28 @@ def detect_cases(draw: Any, assets: Assets) -> CliCase:
             c.refuse.append(f"simmark calibration {how}")
     if draw(st.integers(0, 3)) == 0:
         _prompt(c, assets, "--prompt")
+    if draw(st.integers(0, 2)) == 0:
+        _count_queries(c)
     c.argv.append(text_arg)
     return c.build()
+
+
+#: A query state file that an earlier ``pmark detect --count-queries`` wrote (updated in place, no --force).
+QUERY_STATE = (
+    b'{"format": "pmark-query-counts", "keys": {"0123456789abcdef": {"counts": {"total": 2}, "warned": 0}}, '
+    b'"version": 1}\n'
+)
+
+
+def _count_queries(c: Case) -> None:
+    """``--count-queries STATE``: a fresh or earlier state file, or (hostile) an output that aliases an input (the
+    key, the text, the record, a prompt or calibration file), a link, a folder, an unwritable place. A file that
+    is not a state file (a user's own) is refused whatever ``--force`` says; so is SimMark, which has no key."""
+    if c.draw(st.integers(0, 3)) == 0:
+        d = Drawn("q.json", (FileSpec("q.json", data=QUERY_STATE),), False, "count:earlier", ("q.json",))
+        c.add(dataclasses.replace(d, owned=("q.json",)), "--count-queries")
+        return
+    c.out_file("--count-queries", "q.json")
 
 
 # --------------------------------------------------------------------------------------------------------------

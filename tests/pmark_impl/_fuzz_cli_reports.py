@@ -150,14 +150,15 @@ PROXIES = ("builtin:pmark", "builtin:pmark", "builtin:semstamp")  # each other p
 
 @st.composite
 def validate_proxy_cases(draw: Any, assets: Assets) -> CliCase:
-    c = Case(draw, "validate-proxy", 20)
+    c = Case(draw, "validate-proxy", 23)
     c.budget = 20.0
     if c.hostile():
         proxy = draw(st.sampled_from((*PLUGINS, "builtin:bogus")))
         c.add(Drawn("", VICTIMS, True, f"proxy:{proxy}"))
     else:
         proxy = draw(st.sampled_from(PROXIES))
-    if draw(st.integers(0, 3)) == 0:
+    corpus = draw(st.integers(0, 3)) == 0
+    if corpus:
         lines = "\n".join(f"Sentence {i} of the proxy corpus." for i in range(40)).encode()
         c.add(Drawn("s.txt", (FileSpec("s.txt", data=lines),), False, "corpus"), "--corpus")
     elif c.hostile():
@@ -176,6 +177,13 @@ def validate_proxy_cases(draw: Any, assets: Assets) -> CliCase:
     c.opt("--context", (None, "0"), ("100000",), odd=("-1",))
     c.opt("--seed", (None, "0"), (str(2**64),), odd=("-1",))
     c.opt("--kind", (None,), ("bogus",), odd=("cells", "interval"))
+    if corpus:  # the text checks run on sentences only
+        c.opt("--deletion-rates", (None, "0.2"), ("0", "1", "nan", "-0.1", "x", "inf"), odd=("0.999", "1e-9"))
+        c.opt("--text-sentences", (None, "8"), ("0", "-1", "100000", str(2**64)), odd=("1",))
+    elif c.hostile():
+        c.argv += ["--deletion-rates", "0.1"]
+        c.refuse.append("--deletion-rates without --corpus")
+    c.flag("--strict")
     c.out_dir("--out", {}, "vp")
     c.flag("--force")
     c.argv += ["--", proxy]
