@@ -305,7 +305,7 @@ REPEATED = (("rate=0.1", "rate=0.2"), ("rate=0.1", "rate=0.1"), ("position=0", "
 
 @st.composite
 def attack_cases(draw: Any, assets: Assets) -> CliCase:
-    c = Case(draw, "attack", 12)
+    c = Case(draw, "attack", 13)
     if c.hostile():
         name = draw(st.sampled_from(PLUGINS))
         victim = draw(st.sampled_from(("victim", "victim.txt")))
@@ -335,6 +335,11 @@ def attack_cases(draw: Any, assets: Assets) -> CliCase:
         tag = draw(st.sampled_from(sorted(variants)))
         files, refuse, _ = variants[tag]
         c.add(Drawn("h.txt", files, refuse, f"human:{tag}"), "--human-file")
+    if c.hostile():  # a provenance record that is not one (the text itself, or nothing on stdin's side)
+        c.argv += ["--provenance", text_arg if text_arg != "-" else "in.txt"]
+        c.refuse.append("--provenance that is not a record")
+    else:
+        c.flag("--no-provenance")
     c.opt("--seed", (None, "0", "7"), ("-1",))
     if draw(st.booleans()):
         c.out_file("--out", "out.txt")
