@@ -61,8 +61,12 @@ DEFAULT_OUTPUT_LEVEL = "total"
 #: ``n < d`` sentences (0.9 from 26 texts). ``"decision"`` (only the verdict at α = 0.01): NO attack measured
 #: a leak (the correlation attack on texts at the threshold stayed at chance, |cos| ≤ 0.093 against ≈ 0.07,
 #: up to 4,000 queries); the figure is set to the ``"total"`` one because a decision is a function of the
-#: total count, so an attacker who reads decisions is never stronger than one who reads totals; one bit per
+#: test statistic, so an attacker who reads decisions is never stronger than one who reads it; one bit per
 #: query also needs at least about 1,800 queries for |cos| 0.9 (information bound, ``docs/security.md`` §3.1).
+#: The ``"total"`` figure attacks ``N_g`` alone; the toolkit's default output also prints the soft statistics, which
+#: carry more than ``N_g`` (the soft total is recoverable from them): an attack on them could be faster, so the
+#: figure bounds the safe budget from above. Measured for offline PMark keys without centring (online, SemStamp
+#: and centred keys not attacked). With ``--test soft`` the decision is a function of the soft total, not ``N_g``.
 #: A detector that serves one key should warn when the key has answered this many queries.
 QUERY_WARNING: dict[str, int] = {
     "evidence": 25,

@@ -5,7 +5,7 @@ Context centring (:mod:`pmark_theory._centring`) makes them dependent: in K1's G
 scaled proxies have ``Cov(Y_0, Y_t) = −(1 − λ)/t`` (``Y_(t>=1)`` independent), so a key whose first bit differs
 from the later ones sees an over-dispersed count. With a large reference corpus (intervals close to ½) the
 independent Poisson-binomial null then rejects human text of such a key more often than α (K2 measures how
-often; at ``T = 4``, ``b = 4``, λ = 0 the worst key reaches 0.072 at α = 0.05, and 17% of keys exceed α).
+often; at ``T = 4``, ``b = 4``, λ = 0 the worst key reaches 0.0757 at α = 0.05, and 16.0% of keys exceed α; exact).
 
 **The dependence-aware p-value** (:func:`per_key_pvalues_context`) of a count ``N`` of a text of ``T`` sentences
 is the largest of

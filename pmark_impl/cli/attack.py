@@ -101,8 +101,9 @@ def cmd_attack(args: argparse.Namespace) -> int:
         if not human:
             raise PMarkValueError(f"--human-file {args.human_file} holds no sentence")
         params[key] = human
+    record = None if record_in is None else load_provenance(record_in)  # before an attack's model loads
+    _no_stale_record(args, record_out)
     attack = get_attack(args.name, **params)
-    record = None if record_in is None else load_provenance(record_in)
     text = read_text(args.file)
     attacked = attack(text, np.random.default_rng(args.seed))
     if args.out is None:
@@ -120,6 +121,24 @@ def cmd_attack(args: argparse.Namespace) -> int:
         note = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=repr)
         save_provenance(record.attacked(args.name, note, args.seed), record_out, force=args.force)
     return 0
+
+
+def _no_stale_record(args: argparse.Namespace, record_out: str | None) -> None:
+    """Refuse to leave ``OUT.pmark.json`` of an earlier text beside a new ``OUT`` that gets no record of its own:
+    ``pmark detect OUT`` would follow it. With ``--force`` a pmark record there is removed; anything else stays
+    and is refused."""
+    if args.out is None or record_out is not None or args.out == "-":
+        return
+    stale = provenance_path(args.out)
+    if not os.path.lexists(stale):
+        return
+    if not args.force:
+        raise PMarkValueError(
+            f"{stale} describes another text and pmark detect would follow it for {args.out}: remove it, or "
+            "use --force to replace it"
+        )
+    load_provenance(stale)  # only a pmark provenance record is ever removed
+    os.remove(stale)
 
 
 def _record_paths(args: argparse.Namespace) -> tuple[str | None, str | None]:

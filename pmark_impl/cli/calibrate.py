@@ -98,7 +98,7 @@ def add_parser(sub: Any) -> None:
         "--centring",
         choices=["context", "global"],
         default=None,
-        help="PMark: proxy centring rule (default context)",
+        help="PMark: proxy centring rule (default context; with global centring the per-key test is not valid for text whose sentences share a topic, docs/claims.md K2)",
     )
     p.add_argument(
         "--text-sentences", type=int_type(2, 1000), default=8, help="sentences per held-out text (default 8)"

@@ -17,7 +17,7 @@ Tests (one-sided, E11):
     the online median comes from the LM with a seed that never depends on the key;
   * per_key (offline, calibrated key): this key's Poisson-binomial null (K1; valid under
     independent sign bits; with context centring the larger of it and this key's exact tail under K1's context
-    law, K2);
+    law, K2; with global centring not valid on text whose sentences share a topic, K2);
   * soft: X4's exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½) — like the hard
     test, exact averaged over keys, not for one key (its ``note`` says so). For a key calibrated with magnitude
     bands, offline, ``test="soft"`` decides by ``soft_per_key`` instead: the soft count against THIS key's null

@@ -67,9 +67,10 @@ DETECTOR_OUTPUT_LEVELS = ("evidence", DEFAULT_OUTPUT_LEVEL, DECISION_LEVEL)
 #: Printed with every ``decision`` record: what a decision still reveals.
 DECISION_NOTE = (
     "only the decision at alpha is printed (no p-value, count or per-sentence figure). A decision is still a "
-    "one-bit function of the matching count: whoever submits chosen texts can locate the threshold and, in "
-    "principle, learn the key from decisions alone, only more slowly than from the count (docs/security.md). "
-    "Count the queries answered with this key (pmark detect --count-queries) and rotate it at the budget."
+    "one-bit function of the detector's statistic: whoever submits chosen texts can locate the threshold and, "
+    "in principle, learn the key from decisions alone, only more slowly than from the statistic "
+    "(docs/security.md). With a key, count the queries it answers (pmark detect --count-queries) and rotate it "
+    "at the budget."
 )
 if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
     raise ImportError(

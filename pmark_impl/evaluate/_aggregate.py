@@ -68,10 +68,10 @@ def _log_mean_ci(values: Sequence[float | None], confidence: float) -> dict[str,
     if x.size == 0:
         return None
     gm, lo, hi = ei.geometric_mean_ci(x, confidence)
-    return {
+    return {  # "mean" keeps its meaning of earlier versions (arithmetic); the interval is around "value"
         "value": gm,
-        "mean": gm,
-        "arithmetic_mean": float(x.mean()),
+        "geometric_mean": gm,
+        "mean": float(x.mean()),
         "median": float(np.median(x)),
         "ci": [lo, hi],
         "n": int(x.size),

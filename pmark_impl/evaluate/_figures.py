@@ -275,14 +275,20 @@ def plot_cost(runs: Sequence[dict[str, Any]], ax=None):
     return ax
 
 
+def _ppl(run: dict[str, Any]) -> float | None:
+    """The run's perplexity centre: the geometric mean (``value``) where recorded, else the earlier ``mean``."""
+    ppl = (run.get("quality") or {}).get("perplexity") or {}
+    return num_text(ppl.get("value", ppl.get("mean")))
+
+
 def _quality_points(
     runs: Sequence[dict[str, Any]], alpha: str | float
 ) -> list[tuple[str, float, float, float]]:
-    """``(run, mean perplexity, no-attack TPR, T_s)`` of the runs where all three are finite."""
+    """``(run, perplexity (geometric mean), no-attack TPR, T_s)`` of the runs where all three are finite."""
     out = []
     for r in runs:
         base = _no_attack(r)
-        ppl = num_text(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
+        ppl = _ppl(r)
         tpr = _rate(base.get("tpr"), alpha)[0] if base is not None else math.nan
         ts = num_text((r.get("cost") or {}).get("T_s"))
         if math.isfinite(ppl) and math.isfinite(tpr) and math.isfinite(ts) and ts > 0:
@@ -291,7 +297,7 @@ def _quality_points(
 
 
 def plot_quality_vs_tpr(runs: Sequence[dict[str, Any]], alpha: str | float = "0.01", ax=None):
-    """The paper's bubble plot: mean perplexity (x) against the no-attack TPR at ``alpha`` (y), area ∝ T_s.
+    """The paper's bubble plot: perplexity (geometric mean, x) against the no-attack TPR at ``alpha`` (y), area ∝ T_s.
 
     Runs without a detection (scheme ``none``: it is not detected) have no TPR and get no bubble; their mean
     perplexity is drawn as a dotted vertical line, the unwatermarked quality reference.
@@ -315,11 +321,11 @@ def plot_quality_vs_tpr(runs: Sequence[dict[str, Any]], alpha: str | float = "0.
             ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     for r in runs:
         if r.get("scheme") == NO_ATTACK:
-            ppl = num_text(((r.get("quality") or {}).get("perplexity") or {}).get("mean"))
+            ppl = _ppl(r)
             if math.isfinite(ppl):
                 ax.axvline(ppl, color="0.4", ls=":", lw=1, label=f"{r.get('run', '?')} (unwatermarked)")
     ax.set_ylim(-0.05, 1.05)
-    ax.set_xlabel("mean perplexity")
+    ax.set_xlabel("perplexity (geometric mean)")
     ax.set_ylabel(f"TPR at FPR {alpha_pct(alpha)}, no attack")
     ax.set_title("quality vs detection (area ∝ T_s)")
     if ax.get_legend_handles_labels()[0]:

@@ -54,7 +54,7 @@ _CAPTIONS = {
     "tpr-vs-rate": "TPR of the exact test at FPR {p} against the attack rate for {x}, with Clopper-Pearson intervals.",
     "grid": "Table 3 grid of {x}: no-attack TP@FP{p} (exact test) over N (rows) and b (columns).",
     "cost": "Sampling cost T_s (sampled tokens per output sentence) of every run, log scale.",
-    "quality-vs-tpr": "Quality against detection: mean perplexity vs no-attack TPR at FPR {p}, bubble area ∝ T_s.",
+    "quality-vs-tpr": "Quality against detection: perplexity (geometric mean) vs no-attack TPR at FPR {p}, bubble area ∝ T_s.",
 }
 
 #: Settings whose name alone is ambiguous: the row label says which minimum is which.
@@ -162,7 +162,7 @@ def _cost_quality(runs: list[dict[str, Any]], timing: dict[str, Any] | None) -> 
                 fix_text(r.get("n_texts"), 0),
                 fix_text(cost.get("T_s"), 1),
                 fix_text(cost.get("T_t"), 2),
-                value_ci(ppl, 2, key="mean"),
+                value_ci(ppl, 2, key="value" if isinstance(ppl, dict) and "value" in ppl else "mean"),
                 value_ci(q.get("distinct_2"), 3),
                 value_ci(q.get("distinct_3"), 3),
                 fix_text(t.get("seconds_per_sentence"), 2),

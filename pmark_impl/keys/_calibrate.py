@@ -106,9 +106,9 @@ def _held_out_measure(
 ) -> dict[str, Any]:
     """FPRs, sign balance and offline TV of ``key`` (calibrated or not) on held-out texts' embeddings.
 
-    The tests: ``hard``, ``per_key`` (calibrated key; independent sign bits), with ``context_test`` and a key
-    calibrated with context centring ``per_key_context`` (the same p-value made valid under the dependence that
-    context centring creates between sentences, K2) and, with ``soft``, X4's ``soft`` and ``soft_per_key`` (a key
+    The tests: ``hard``, ``per_key`` (calibrated key: the p-value the detector runs — for context centring the
+    dependence-aware one of K2), with ``context_test`` and a key calibrated with context centring
+    ``per_key_independent`` (the Poisson-binomial tail assuming independent sign bits, K1's test before K2) and, with ``soft``, X4's ``soft`` and ``soft_per_key`` (a key
     calibrated with magnitude bands), at the default δ = 0.001, K = 150.
     """
     v = key.pivots()
@@ -122,9 +122,12 @@ def _held_out_measure(
         lo, hi = channel_sign_bounds(
             np.asarray(key.calibration.n_positive), key.calibration.n_total, DEFAULT_CONFIDENCE
         )
-        pvals["per_key"] = per_key_pvalues(counts, lengths, bits, lo, hi)
-        if context_test and key.calibration.centring == "context":
-            pvals["per_key_context"] = per_key_pvalues_context(counts, lengths, bits, lo, hi)
+        context = key.calibration.centring == "context"
+        # "per_key" is the p-value the detector runs (K2: dependence-aware for context-centred keys)
+        detector_fn = per_key_pvalues_context if context else per_key_pvalues
+        pvals["per_key"] = detector_fn(counts, lengths, bits, lo, hi)
+        if context_test and context:
+            pvals["per_key_independent"] = per_key_pvalues(counts, lengths, bits, lo, hi)
     if soft:
         pvals.update(_soft_pvalues(key, f, bits))
     n = len(texts)
@@ -298,8 +301,9 @@ def key_fpr_study(
 
     Returns:
       ``{"tests": {test: {alpha: {"rates": [...], "worst": ..., "worst_interval": ..., "equal_rate_p": ...}}}}``
-      for ``"hard_uncentred"``, ``"hard_centred"``, ``"per_key"`` (centred) and, with context centring,
-      ``"per_key_context"`` (K2's dependence-aware per-key p-value), plus sizes. ``equal_rate_p`` is the
+      for ``"hard_uncentred"``, ``"hard_centred"``, ``"per_key"`` (centred; the detector's per-key test, K2's
+      dependence-aware p-value for context centring) and, with context centring, ``"per_key_independent"`` (the
+      tail assuming independent sign bits), plus sizes. ``equal_rate_p`` is the
       chi-square test of equal FPR across keys (a 2 × keys contingency table).
     """
     keys = [check_key(k, f"keys[{i}]") for i, k in enumerate(keys)]
@@ -316,7 +320,7 @@ def key_fpr_study(
     else:
         held_texts = [rows(d)[:text_sentences] for d in held_docs if len(d.sentences) >= text_sentences]
     tests = ("hard_uncentred", "hard_centred", "per_key") + (
-        ("per_key_context",) if centring == "context" else ()
+        ("per_key_independent",) if centring == "context" else ()
     )
     rates: dict[str, dict[str, list[float]]] = {t: {str(a): [] for a in alphas} for t in tests}
     n = len(held_texts)
@@ -332,8 +336,10 @@ def key_fpr_study(
             rates["hard_uncentred"][str(a)].append(before["fpr"]["hard"][str(a)]["rate"])
             rates["hard_centred"][str(a)].append(after["fpr"]["hard"][str(a)]["rate"])
             rates["per_key"][str(a)].append(after["fpr"]["per_key"][str(a)]["rate"])
-            if "per_key_context" in rates:
-                rates["per_key_context"][str(a)].append(after["fpr"]["per_key_context"][str(a)]["rate"])
+            if "per_key_independent" in rates:
+                rates["per_key_independent"][str(a)].append(
+                    after["fpr"]["per_key_independent"][str(a)]["rate"]
+                )
     out: dict[str, Any] = {"n_keys": len(keys), "n_held_out_texts": n, "centring": centring, "tests": {}}
     for test, by_alpha in rates.items():
         out["tests"][test] = {}

@@ -51,7 +51,7 @@ PT_RHO = (0.0, 0.05, 0.2)
 TR_N = np.array([80, 10, 20, 10, 40])
 TR_X = np.array([0.0, 0.1, 0.2, 0.3, 0.4])
 TR_P0, TR_P1 = 0.3, np.array([0.5, 0.45, 0.4, 0.35, 0.3])
-TR_ALPHA, TR_TOL, TR_POWER = 0.05, 0.02, 0.5
+TR_ALPHA, TR_APPROX, TR_POWER = 0.05, 0.005, 0.5
 Z_COVER, ALLOWANCE = 3.0, 0.01
 
 
@@ -187,7 +187,8 @@ def check_m1(key: jax.Array, budget: Budget) -> Outcome:
     for cell in cells.values():
         cell["floor"] = _floor(cell["reps"])
     cover_ok = all(c["coverage"] >= c["floor"] for c in cells.values())
-    size_ok = abs(trend["size"] - TR_ALPHA) <= TR_TOL
+    tr_tol = TR_APPROX + 4.0 * float(np.sqrt(TR_ALPHA * (1 - TR_ALPHA) / trend_reps))
+    size_ok = abs(trend["size"] - TR_ALPHA) <= tr_tol
     power_ok = trend["power"] >= TR_POWER
     holds = cp_ok and cover_ok and size_ok and power_ok
     ctrl["floor"] = _floor(ctrl["reps"])
@@ -214,7 +215,8 @@ def check_m1(key: jax.Array, budget: Budget) -> Outcome:
             f"CP: min coverage >= {LEVEL} − {CP_TOL:g} (exact sums); Monte Carlo coverage >= {LEVEL} − "
             f"{ALLOWANCE} − {Z_COVER}·SE, SE = √(level(1 − level)/R) ({ALLOWANCE} for the approximate intervals' "
             f"finite-sample error, 3 SE: false alarm <= 0.13 % per cell); trend: |size − α| <= "
-            f"{TR_TOL} (≈ 4 SE at 2000 tables plus the normal approximation's error), power >= {TR_POWER}."
+            f"{tr_tol:.4f} = {TR_APPROX} (the normal approximation's error) + 4 SE at {trend_reps} null tables, "
+            f"power >= {TR_POWER}."
         ),
         control=Control(
             "the iid predicted-TPR interval (per-channel Clopper–Pearson box, bits independent across texts) under "

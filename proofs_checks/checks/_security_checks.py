@@ -86,9 +86,10 @@ def _plot_s1(data: dict[str, Any], ax):
 
 @register_check(
     "S1",
-    claim="The default detector output (verdict, p-values, total matching count) does not give the key away: "
-    "recovery of the pivots from it is at chance at the budget where the strongest attack recovers them from a "
-    "leaky output (per-channel matches).",
+    claim="The default detector output (verdict, p-values, total matching count) gives the key away only slowly: "
+    "recovery of the pivots from it is still near chance (mean |cos| < 0.5) at the planning figure "
+    "QUERY_WARNING['total'] (the former planning figure was about 2e4 queries), while per-channel matches are "
+    "recovered at the decision budget.",
     paper_says="— (the paper and the reference code print per-sentence evidence; no threat model is given).",
     expected="corrected",
     plot=_plot_s1,

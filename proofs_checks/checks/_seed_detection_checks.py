@@ -306,8 +306,8 @@ def _detection_rows(res: dict[str, Any], n: int) -> dict[str, list[dict[str, Any
     claim="Context seeds make PMark's evidence robust to sentence deletion: after deleting k = 1, 2, 4 random "
     "sentences the evidence kept (excess match fraction relative to the undeleted text) is larger with context "
     "seeds than with positional seeds, for offline and online PMark; a detector that sees only the kept text pays "
-    "for every deletion beyond the deleted sentences. Tested with each seeding's valid null (key resampling for "
-    "context seeds, Z3), context seeds without deletions detect less than positional seeds.",
+    "for every deletion beyond the deleted sentences. (Detection with each seeding's valid null, key resampling "
+    "for context seeds, Z3, is measured and reported, not decided: without deletions context seeds detect less.)",
     paper_says="The appendix proposes context-aware seeds so that edits which shift sentence positions do not "
     "destroy the evidence of later sentences.",
     expected="confirmed",

@@ -287,3 +287,24 @@ def test_attack_carries_the_generation_record_so_detect_follows_it(tmp_path, cap
     assert not (tmp_path / "c.txt.pmark.json").exists()
     bad = ["attack", "word-delete", str(src), "--out", str(tmp_path / "d.txt"), "--provenance", str(src)]
     assert cli.main(bad) == 2
+
+
+def test_attack_never_leaves_another_texts_record_beside_its_output(tmp_path, capsys):
+    """Regression (review of issue 28): ``--out OUT --force`` without a record to carry replaced OUT but left the
+    earlier ``OUT.pmark.json``, which ``pmark detect OUT`` would then follow."""
+    src = tmp_path / "t.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    _online_record(tmp_path)
+    out = tmp_path / "a.txt"
+    assert cli.main(["attack", "word-delete", str(src), "--out", str(out)]) == 0
+    stale = tmp_path / "a.txt.pmark.json"
+    assert stale.exists()
+    fresh = tmp_path / "b.txt"  # a new OUT whose name already has a record beside it
+    (tmp_path / "b.txt.pmark.json").write_bytes(stale.read_bytes())
+    capsys.readouterr()
+    assert cli.main(["attack", "word-delete", "--no-provenance", str(src), "--out", str(fresh)]) == 2
+    assert "describes another text" in capsys.readouterr().err and not fresh.exists()
+    argv = ["attack", "word-delete", "--no-provenance", str(src), "--out", str(out)]
+    assert cli.main([*argv, "--force"]) == 0 and not stale.exists()  # --force removes pmark's own record
+    stale.write_text("my notes", encoding="utf-8")  # not a record: never removed
+    assert cli.main([*argv, "--force"]) == 2 and stale.read_text(encoding="utf-8") == "my notes"

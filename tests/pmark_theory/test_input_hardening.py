@@ -140,6 +140,7 @@ def test_fft_lattice_tail_keeps_relative_accuracy_far_in_the_tail():
         assert _fft_lattice_tail(np.ones(n, dtype=np.int64), k) == pytest.approx(exact, rel=1e-9)
 
 
+@pytest.mark.slow  # moved to the slow suite to keep the default one near 15 min (issue 28)
 def test_soft_pvalue_large_n_is_fast_valid_and_brackets_the_normal_value():
     rng = np.random.default_rng(0)
     a = rng.uniform(0, 1, 2000)
