@@ -223,6 +223,7 @@ def test_cli_unknown_value_exits_2_with_one_line(tmp_path, capsys, monkeypatch, 
     assert calls == {"encoder": [], "sampler": []}
 
 
+@pytest.mark.slow  # moved to the slow suite to keep the default one near 15 min (issue 28)
 def test_simulated_cell_seeding_law_over_keys():
     """Law of 2-/3-sentence texts over keys, previous-cell seeding (``simulations._cell_seeding``, retry rule).
 
