@@ -191,7 +191,7 @@ def cmd_detect_simmark(
 
     Args:
       args: the detect command's namespace: ``simmark_calibration`` (required), ``alpha``, optional
-        ``encoder`` and ``device``.
+        ``encoder``, ``device`` and ``decision_only`` (print the decision record alone).
       text: the text read from the input file.
       prompt: the generation's prompt (its last sentence precedes sentence 0), or ``None``.
       settings: the provenance record's SimMark settings (``simmark_low``, ``simmark_high``), if any: they must
@@ -227,5 +227,10 @@ def cmd_detect_simmark(
         raise CLIError(f"calibration {path} was measured with encoder {cal.encoder!r}, not {name!r}")
     encoder = models.load_encoder(name or cal.encoder, **device_kwargs(args))
     result = detect_simmark(text, encoder, cal, prompt=prompt, alpha=args.alpha)
+    if getattr(args, "decision_only", False):  # the decision level (S1): nothing else reaches stdout
+        from pmark_impl.detection._detect_result import decision_record, record_json
+
+        sys.stdout.write(record_json(decision_record(result.to_dict())) + "\n")
+        return 0
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     return 0

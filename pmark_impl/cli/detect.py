@@ -15,9 +15,6 @@ warning line on stderr when the key's budget is crossed.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import sys
 from typing import Any
 
@@ -27,15 +24,15 @@ from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments
 from pmark_impl.cli.files import CLIError, prompt_text, read_text
 from pmark_impl.cli.options import CANDIDATES, add_cell_options, add_common_options, float_type
 from pmark_impl.cli.scheme_options import add_scheme_arguments
-from pmark_impl.detection._detect_result import decision_record, output_record, record_json
+from pmark_impl.detection._detect_result import output_record, record_json
 
 __all__ = ["add_parser", "cmd_detect", "output_level", "query_counter"]
 
 #: ``--decision-only``'s help: what the decision level hides and what it still leaks.
 DECISION_HELP = (
     "print only the decision at --alpha (detected: true/false), with no p-value, count, statistic or "
-    "per-sentence figure, for every scheme. It still leaks: a decision is a one-bit function of the matching "
-    "count, so whoever submits chosen texts can locate the threshold and, in principle, learn the key from "
+    "per-sentence figure, for every scheme. It still leaks: a decision is a one-bit function of the detector's "
+    "statistic, so whoever submits chosen texts can locate the threshold and, in principle, learn the key from "
     "decisions too, only with more queries (S1, docs/security.md); count them with --count-queries"
 )
 #: ``--count-queries``' help.
@@ -51,7 +48,7 @@ COUNT_HELP = (
 
 def cmd_detect(args: argparse.Namespace) -> int:
     """``pmark detect``: print the JSON verdict on FILE (following its provenance record when present)."""
-    from pmark_impl.cli.calibrate_simmark import wants_simmark_detection
+    from pmark_impl.cli.calibrate_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl.cli.provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl.cli.scheme_options import cli_scheme
     from pmark_impl.detection._detect import detect
@@ -71,7 +68,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             raise CLIError(
                 "--count-queries counts the queries answered with a key; SimMark detection uses none (E20)"
             )
-        return _detect_simmark_at(args, level)
+        return run_detect_simmark(args)  # --decision-only is honoured there
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
     given = args.prompt is not None or args.prompt_file is not None
@@ -174,19 +171,6 @@ def _count(counter: Any, key: Any, level: str) -> dict[str, Any]:
     if status.crossed:
         print(f"pmark detect: warning: {status.warning()}", file=sys.stderr)
     return status.to_dict()
-
-
-def _detect_simmark_at(args: argparse.Namespace, level: str) -> int:
-    """SimMark detection (:mod:`pmark_impl.cli.calibrate_simmark`), its record reduced to ``level``'s."""
-    from pmark_impl.cli.calibrate_simmark import run_detect_simmark
-
-    if level != "decision":
-        return run_detect_simmark(args)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):  # nothing reaches stdout but the decision
-        status = run_detect_simmark(args)
-    sys.stdout.write(record_json(decision_record(json.loads(buf.getvalue()))) + "\n")
-    return status
 
 
 def detector_calibration(args: argparse.Namespace, scheme_name: str) -> Any:

@@ -23,7 +23,7 @@ many keys.
 used is ``Σ_l n_l / Q_l`` (exact fractions): for one level it reaches 1 exactly at the ``Q_l``-th query. A
 warning is due once per crossing of each whole number (1, 2, …): ``warned`` stores the last one warned. The
 decision level's budget is the total level's (``QUERY_WARNING`` sets it so, and it is the fallback when the table
-has no entry for it): a decision is a function of the total, so it leaks no faster — an early warning, since no
+has no entry for it): a decision is a function of the detector's statistic, so it leaks no faster — an early warning, since no
 measured attack has yet recovered a key from decisions alone.
 
 **Concurrency.** Each update takes an exclusive ``flock`` on the state file (waiting at most ``timeout``
