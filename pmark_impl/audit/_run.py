@@ -24,11 +24,12 @@ from pmark_impl.audit._null import run_null
 from pmark_impl.audit._power import run_power
 from pmark_impl.audit._repro import run_repro
 from pmark_impl.audit._target import Target, load_target
+from pmark_impl.audit._verdicts import verdicts
 
 __all__ = ["AUDIT_VERSION", "PARTS", "AuditReport", "audit", "json_bytes", "verdicts"]
 
 #: Version of the audit's parts and record (a cached part of another version is recomputed).
-AUDIT_VERSION = 2
+AUDIT_VERSION = 3
 #: The parts, in the order they run.
 PARTS = ("reproducibility", "distortion", "null", "power", "leakage")
 
@@ -63,7 +64,8 @@ class AuditReport(NamedTuple):
       env: the world (``"tiny-lm"`` or a model id) and encoder.
       config: the :class:`AuditConfig` as a dict.
       parts: each part's result (:data:`PARTS`).
-      verdicts: one row per guarantee (:func:`verdicts`).
+      verdicts: one row per guarantee (:func:`verdicts`: ``"violated"``, ``"not rejected"`` with the smallest
+        effect the test would have seen, ``"holds"`` only for what was shown, ``"untested"``, ``"measured"``).
     """
 
     target: str
@@ -87,146 +89,6 @@ class AuditReport(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """The ``results.json`` record."""
         return {"version": AUDIT_VERSION, **self._asdict(), "passed": self.passed}
-
-
-def _row(
-    guarantee: str,
-    claim: str | None,
-    claims: Sequence[str],
-    violated: bool,
-    detail: str,
-    untestable: bool = False,
-) -> dict[str, Any]:
-    return {
-        "guarantee": guarantee,
-        "claim": claim,
-        "claimed": claim in claims if claim else False,
-        "status": "untested" if untestable else "violated" if violated else "holds",
-        "detail": detail,
-    }
-
-
-def verdicts(parts: dict[str, Any], claims: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per guarantee: claimed or not, ``"holds"`` / ``"violated"`` / ``"measured"``, and its numbers."""
-    rows = []
-    rep = parts["reproducibility"]
-    rows.append(
-        _row(
-            "same seed, same bytes",
-            "reproducible",
-            claims,
-            rep["violated"],
-            f"{rep['same_bytes']}/{rep['trials']} identical; other keys differ in {rep['different_keys_differ']}/{rep['trials']}",
-        )
-    )
-    dist = parts["distortion"]
-    if dist["mode"] == "exact":
-        lm = dist["vs_lm"]
-        rows.append(
-            _row(
-                "first-sentence law = the LM's (over keys)",
-                "distortion-free",
-                claims,
-                lm["violated"],
-                f"chi2 p = {lm['p_value']:.3g}, TV = {lm['tv']:.3f} [{lm['interval'][0]:.3f}, {lm['interval'][1]:.3f}] "
-                f"(plug-in {lm['plug_in']:.3f}; ~{lm['null_tv']:.3f} for an exact sample)"
-                + (f"; {lm['outside']} outside the LM's support" if lm["outside"] else "")
-                + ("; too few samples for a chi-square cell: raise --samples" if lm["untestable"] else ""),
-                lm["untestable"],
-            )
-        )
-        if "vs_law" in dist:
-            law = dist["vs_law"]
-            rows.append(
-                _row(
-                    "first-sentence law = the target's declared law",
-                    "exact-law",
-                    claims,
-                    law["violated"],
-                    f"chi2 p = {law['p_value']:.3g}, TV = {law['tv']:.3f} [{law['interval'][0]:.3f}, {law['interval'][1]:.3f}]; "
-                    f"declared law's TV to the LM = {dist['law_tv_vs_lm']:.3f}",
-                    law["untestable"],
-                )
-            )
-    else:
-        rows.append(
-            _row(
-                "watermarked vs unwatermarked (two-sample)",
-                "distortion-free",
-                claims,
-                dist["violated"],
-                ", ".join(f"{name} p = {dist[name]['p_value']:.3g}" for name in dist["tests"]),
-            )
-        )
-        if "exact-law" in claims:
-            rows.append(
-                {
-                    "guarantee": "first-sentence law = the target's declared law",
-                    "claim": "exact-law",
-                    "claimed": True,
-                    "status": "untested",
-                    "detail": "the LM's sentence law is not known exactly (a real LM): run the audit on the tiny LM",
-                }
-            )
-    null = parts["null"]
-    for source, res in null["sources"].items():
-        lo, hi = res["mean_interval"]
-        extra = (
-            f"; calibrated in-sample: {res['in_sample_fpr']:.3f} on its own texts, "
-            f"{res['held_out_fpr_of_in_sample_rule']:.3f} held out"
-            if "in_sample_fpr" in res
-            else ""
-        )
-        rows.append(
-            _row(
-                f"FPR over keys ({source} text)",
-                "fpr",
-                claims,
-                res["fpr_violated"],
-                f"mean {res['mean_fpr']:.3f} [{lo:.3f}, {hi:.3f}] at alpha = {null['alpha']}{extra}",
-            )
-        )
-        w = res["worst_key"]
-        rows.append(
-            _row(
-                f"FPR of every key ({source} text)",
-                "fpr-per-key",
-                claims,
-                res["per_key_violated"],
-                f"worst key {w['fpr']:.3f} [{w['interval'][0]:.3f}, {w['interval'][1]:.3f}] of {len(res['per_key'])}; "
-                f"equal-rate p = {res['equal_rate_p']:.3g}",
-            )
-        )
-    power = parts["power"]
-    full = power["by_length"][-1]
-    attacked = ", ".join(f"{n} {r['rate']:.2f}" for n, r in power["attacks"].items())
-    rows.append(
-        {
-            "guarantee": "power and robustness",
-            "claim": None,
-            "claimed": False,
-            "status": "measured",
-            "detail": f"TPR at T = {full['sentences']}: {full['rate']:.2f} [{full['interval'][0]:.2f}, {full['interval'][1]:.2f}]"
-            + (f"; attacked: {attacked}" if attacked else ""),
-        }
-    )
-    leak = parts["leakage"]["curve"][-1]
-    sim = leak.get("similarity")
-    rows.append(
-        {
-            "guarantee": "key leakage",
-            "claim": None,
-            "claimed": False,
-            "status": "measured",
-            "detail": f"after {leak['queries']} queries: predictability {leak['predictability']:.2f}"
-            + (
-                f", key similarity {sim:.2f} (chance {leak.get('chance_similarity', float('nan')):.2f})"
-                if sim is not None
-                else ""
-            ),
-        }
-    )
-    return rows
 
 
 def _fingerprint(target: Target, env: Any, config: AuditConfig, documents: Any) -> str:

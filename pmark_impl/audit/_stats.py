@@ -16,6 +16,7 @@ __all__ = [
     "DECISION_LEVEL",
     "chi2_fit",
     "clopper_pearson",
+    "pooled_cells",
     "rate",
     "tv_interval",
     "two_way_bootstrap",
@@ -48,6 +49,29 @@ def rate(flags: Sequence[bool] | np.ndarray, level: float = 0.95) -> dict[str, A
     }
 
 
+def pooled_cells(expected: np.ndarray, min_expected: float = 5.0) -> tuple[np.ndarray, int]:
+    """The cells of :func:`chi2_fit`: ``(cell, k)``, ``cell[i]`` the tested cell of outcome ``i`` (``-1``: an outcome
+    of probability 0), ``k`` the number of tested cells.
+
+    Outcomes of expected count ``>= min_expected`` keep a cell each; the others are pooled into one (kept when the
+    pool reaches ``min_expected``, else merged into the smallest kept cell).
+    """
+    expected = np.asarray(expected, dtype=np.float64)
+    cell = np.full(expected.size, -1, dtype=np.int64)
+    big = expected >= min_expected
+    kept = np.flatnonzero(big)
+    cell[kept] = np.arange(kept.size)
+    k = int(kept.size)
+    small = (~big) & (expected > 0)
+    pool = float(expected[small].sum())
+    if pool >= min_expected:
+        cell[small] = k
+        k += 1
+    elif pool > 0 and k:
+        cell[small] = int(np.argmin(np.where(big, expected, np.inf)))
+    return cell, k
+
+
 def chi2_fit(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> dict[str, Any]:
     """Pearson's chi-square test of ``counts`` against the law ``probs``, small cells pooled.
 
@@ -65,23 +89,13 @@ def chi2_fit(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -
     outside = int(counts[probs <= 0].sum())
     if outside:
         return {"statistic": float("inf"), "dof": 0, "p_value": 0.0, "outside": outside, "n": int(n)}
-    expected = probs * n
-    big = expected >= min_expected
-    obs = list(counts[big])
-    exp = list(expected[big])
-    pool_o, pool_e = float(counts[~big].sum()), float(expected[~big].sum())
-    if pool_e >= min_expected:
-        obs.append(pool_o)
-        exp.append(pool_e)
-    elif pool_e > 0 and exp:
-        j = int(np.argmin(exp))
-        obs[j] += pool_o
-        exp[j] += pool_e
-    if len(obs) < 2:
+    cell, k = pooled_cells(probs * n, min_expected)
+    if k < 2:
         return {"statistic": 0.0, "dof": 0, "p_value": 1.0, "outside": 0, "n": int(n)}
-    obs_a, exp_a = np.array(obs), np.array(exp)
+    obs_a = np.bincount(cell[cell >= 0], weights=counts[cell >= 0], minlength=k)
+    exp_a = np.bincount(cell[cell >= 0], weights=(probs * n)[cell >= 0], minlength=k)
     stat = float(((obs_a - exp_a) ** 2 / exp_a).sum())
-    dof = len(obs) - 1
+    dof = k - 1
     return {
         "statistic": stat,
         "dof": dof,

@@ -48,6 +48,14 @@ def add_parser(sub: Any) -> None:
         "--texts", type=int_type(2), default=None, metavar="N", help="null texts per half and source"
     )
     p.add_argument("--sentences", type=int_type(1), default=None, metavar="T", help="sentences per text")
+    p.add_argument(
+        "--lengths",
+        type=_lengths_type,
+        default=None,
+        metavar="LIST",
+        help="text lengths the FPR is decided at, e.g. '6' or '2-6' or '3,5' (default: every length from 2 to "
+        "--sentences, prefixes of the same texts, Bonferroni over lengths)",
+    )
     p.add_argument("--samples", type=int_type(10), default=None, metavar="S", help="distortion samples")
     p.add_argument("--alpha", type=float_type(0.0, 1.0), default=None, help="detection level (default 0.05)")
     p.add_argument("--seed", type=int_type(0), default=0, help="the audit's seed")
@@ -79,6 +87,23 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_audit)
 
 
+def _lengths_type(text: str) -> tuple[int, ...]:
+    """``"6"``, ``"2-6"`` or ``"3,5"`` as increasing lengths (``argparse`` type; bounds checked with the config)."""
+    out: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if a < 1 or b < a or b - a > 10_000:
+                raise ValueError
+            out.update(range(a, b + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected lengths like 6, 2-6 or 3,5 (integers >= 1), got {text!r}"
+        ) from None
+    return tuple(sorted(out))
+
+
 def _config(args: argparse.Namespace) -> Any:
     from pmark_impl.audit import QUICK, AuditConfig
 
@@ -89,6 +114,7 @@ def _config(args: argparse.Namespace) -> Any:
         "sentences": args.sentences,
         "distortion_samples": args.samples,
         "alpha": args.alpha,
+        "lengths": args.lengths,
     }
     return base._replace(seed=args.seed, **{k: v for k, v in fields.items() if v is not None})
 
