@@ -9,6 +9,7 @@ import numpy as np
 from scipy import special
 
 from pmark_theory import _eval_intervals as _ei
+from pmark_theory import _eval_model_fit as _mf
 from pmark_theory import _eval_stats as _es
 from pmark_theory import _score_stats as _ss
 from proofs_checks._mutation_types import Mutation
@@ -38,6 +39,18 @@ def _fit_without_overdispersion(
     return mu, np.zeros_like(mu)
 
 
+def _fit_test_never_rejects(rng: np.random.Generator, *args: Any, **kwargs: Any) -> _mf.PredictionFitTest:
+    """The model-rejection test with its p-value fixed at 1: the prediction's model is never rejected."""
+    test = _ORIGINAL_FIT_TEST(rng, *args, **kwargs)
+    return test._replace(p_value=1.0)
+
+
+def _lower_tail_p(d_obs: float, d_sim: np.ndarray) -> float:
+    """The model-rejection test's p-value from the lower tail only, ``(1 + #{d* <= d})/(B + 1)``: it never sees a
+    prediction that is too low (the mixture's case)."""
+    return float((1 + np.count_nonzero(d_sim <= d_obs)) / (d_sim.size + 1))
+
+
 def _trend_parts(k: Any, n: Any, x: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     k, n, x = (np.asarray(v, dtype=np.float64) for v in (k, n, x))
     return k, n, x, float(k.sum() / n.sum())
@@ -59,6 +72,8 @@ def _trend_unweighted_centre(k: Any, n: Any, x: Any) -> float:
     return 1.0 if var == 0 else float(special.ndtr(float((k * dx).sum()) / math.sqrt(var)))
 
 
+_ORIGINAL_FIT_TEST = _mf.prediction_fit_test
+
 #: Check ID → its mutation guards.
 MUTATIONS: dict[str, list[Mutation]] = {
     "M1": [
@@ -76,6 +91,16 @@ MUTATIONS: dict[str, list[Mutation]] = {
             "the predicted-TPR interval ignores overdispersion: intra-text correlation ρ fitted as 0 (iid bits)",
             lambda mp: mp.setattr(_ei, "_fit_moments", _fit_without_overdispersion),
             "pmark_theory._eval_intervals._fit_moments",
+        ),
+        Mutation(
+            "the prediction's model-rejection test never rejects (p-value fixed at 1)",
+            lambda mp: mp.setattr(_mf, "prediction_fit_test", _fit_test_never_rejects),
+            "pmark_theory._eval_model_fit.prediction_fit_test",
+        ),
+        Mutation(
+            "the model-rejection test's p-value from the lower tail only (blind to a prediction that is too low)",
+            lambda mp: mp.setattr(_mf, "two_sided_p", _lower_tail_p),
+            "pmark_theory._eval_model_fit.two_sided_p",
         ),
         Mutation(
             "the trend test's p-value taken in the wrong tail (tests a rising rate)",

@@ -11,9 +11,12 @@ negatives) and, when the ``none`` run exists, the same LM's unwatermarked texts:
   * ``tpr_empirical`` — TPR at the threshold that gives FPR ``<= α`` on the human negatives (the papers' way);
   * ``fpr`` / ``fpr_lm`` — the exact test's false-positive rate on human / LM texts;
   * ``auc`` with Newcombe's interval, the ROC curve, per-channel matching-bit rate;
-  * ``predicted_tpr`` — the TPR the exact count test should reach given each text's number of sentences and the
-    measured bit accuracy with its text-to-text spread (beta-binomial model of per-text accuracy, X3, M1), with
-    a percentile bootstrap interval over texts; ``model`` says which model the prediction assumes.
+  * ``predicted_tpr`` — a MODEL PREDICTION, secondary to the observed ``tpr`` (the estimate): the TPR the exact
+    count test should reach given each text's number of sentences and the measured bit accuracy with its
+    text-to-text spread (beta-binomial model of per-text accuracy, X3, M1), with a percentile bootstrap interval
+    over texts; ``model`` says which model the prediction assumes, ``observed`` repeats the observed rate beside
+    it, ``fit_test`` is the parametric-bootstrap goodness-of-fit test of the model against the observed detected
+    count (issue 35), and ``informative`` is false when that test rejects the model at ``1 − confidence``.
 
 Per run: ``quality`` — perplexity as a geometric mean with a log-scale t interval, distinct-2/3 with a
 delete-one-text jackknife interval (each ``{"value", "ci", "method", ...}``).
@@ -29,6 +32,7 @@ import numpy as np
 
 from pmark_impl.evaluate._config import EvalConfig, RunSpec, unit_seed
 from pmark_theory import _eval_intervals as ei
+from pmark_theory import _eval_model_fit as mf
 from pmark_theory import _eval_stats as es
 
 __all__ = ["SCHEMA", "aggregate", "clean_json", "timing"]
@@ -132,11 +136,49 @@ def _bit_rate(dets: list[dict], confidence: float) -> dict[str, Any] | None:
     }
 
 
+#: What a predicted TPR is (results.json ``predicted_tpr[α].kind``): never the estimate, which is ``tpr``.
+PREDICTION_KIND = "model prediction"
+
+
+def _fit_test(
+    dets: list[dict], detected: int, alpha: float, b: int, null_p: float, config: EvalConfig, seed: int
+) -> dict[str, Any]:
+    """The goodness-of-fit test of the prediction's model at ``alpha`` (:func:`mf.prediction_fit_test`, M1)."""
+    level = 1.0 - config.confidence
+    test = mf.prediction_fit_test(
+        np.random.default_rng(seed),
+        [d["n_sentences"] for d in dets],
+        [int(sum(d["matches"])) for d in dets],
+        [int(sum(d["totals"])) for d in dets],
+        detected,
+        alpha,
+        n_channels=b,
+        null_p=null_p,
+        min_sentences=config.min_sentences,
+        n_boot=N_BOOT,
+    )
+    return {
+        "p_value": test.p_value,
+        "detected": test.detected,
+        "expected": test.expected,
+        "level": level,
+        "rejected": bool(test.p_value <= level) if math.isfinite(test.p_value) else None,  # None: not tested
+        "n_boot": test.n_boot,
+        "method": mf.FIT_TEST_METHOD,
+    }
+
+
 def _predicted(
-    dets: list[dict], bit: dict | None, alphas, config: EvalConfig, seed: int
+    dets: list[dict],
+    bit: dict | None,
+    observed: dict[str, dict[str, Any]],
+    config: EvalConfig,
+    seeds: tuple[int, int],
 ) -> dict[str, Any] | None:
-    """Predicted TPR per ``α`` under the beta-binomial model of per-text bit accuracy, with the bootstrap
-    interval over texts (one generator seeded by ``seed`` per α, so every α sees the same resamples)."""
+    """Per ``α``: the predicted TPR (a model prediction) under the beta-binomial model of per-text bit accuracy,
+    with the bootstrap interval over texts, the observed rate ``observed[α]`` beside it, and the test of the
+    model against the observed detected count (one generator per α and purpose, seeded by ``seeds``, so every α
+    sees the same resamples)."""
     nulls = {d["null_p"] for d in dets}
     if bit is None or None in nulls or len(nulls) != 1 or 0 in bit["n"]:
         return None
@@ -146,9 +188,9 @@ def _predicted(
     n = [int(sum(d["totals"])) for d in dets]
     b = len(bit["n"])
     out = {}
-    for a in alphas:
+    for a in config.alphas:
         pred = ei.predicted_tpr_overdispersed(
-            np.random.default_rng(seed),
+            np.random.default_rng(seeds[0]),
             t,
             k,
             n,
@@ -164,7 +206,17 @@ def _predicted(
             f"intra-text correlation {pred.rho:.3f}; 0 = iid bits), fitted by moments over {len(dets)} texts; "
             f"{config.confidence:.0%} percentile bootstrap over texts ({N_BOOT} resamples)"
         )
-        out[str(a)] = {"value": pred.value, "ci": [pred.lo, pred.hi], "model": model}
+        seen = observed[str(a)]
+        fit = _fit_test(dets, int(seen["k"]), a, b, null_p, config, seeds[1])
+        out[str(a)] = {
+            "kind": PREDICTION_KIND,
+            "value": pred.value,
+            "ci": [pred.lo, pred.hi],
+            "model": model,
+            "observed": seen,
+            "fit_test": fit,
+            "informative": fit["rejected"] is not True,
+        }
     return out
 
 
@@ -193,8 +245,8 @@ def _attack_entry(run: RunSpec, label: str, units: list[dict], config: EvalConfi
     fpr, tpr = es.roc_curve(s_neg, s_pos)
     entry["roc"] = {"fpr": [float(x) for x in fpr], "tpr": [float(x) for x in tpr]}
     entry["bit_rate"] = _bit_rate(pos, conf)
-    seed = unit_seed(config.seed, run.run_id, label, "predicted_tpr")
-    entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], config.alphas, config, seed)
+    seeds = tuple(unit_seed(config.seed, run.run_id, label, w) for w in ("predicted_tpr", "prediction_fit"))
+    entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], entry["tpr"], config, seeds)
     entry["mean_sentences"] = float(np.mean([d["n_sentences"] for d in pos])) if pos else None
     return entry
 

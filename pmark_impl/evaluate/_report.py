@@ -7,6 +7,10 @@ printed as ``—``, never as a number. Every table is a :class:`~pmark_impl.eval
 CSV and LaTeX (``tables/``). Both shapes of the quality columns are read: perplexity with or without its
 ``method``, distinct-n as a plain number (earlier versions) or ``{"value", "ci", "method"}``; a predicted TPR
 names the model it assumes (``"model"``) where the results record one (issue 28).
+
+The observed TPR (the exact test's detection rate with its Clopper–Pearson interval) is the estimate; the predicted
+TPR is printed beside it as a MODEL PREDICTION, with the p-value of its model's goodness-of-fit test, and where
+that test rejected the model the cell says ``model rejected by the data (p = …)`` instead of a number (issue 35).
 """
 
 from __future__ import annotations
@@ -26,16 +30,21 @@ from pmark_impl.evaluate._figures import (
     write_figures,
 )
 from pmark_impl.evaluate._folder import evaluation_folder
+from pmark_impl.evaluate._report_text import HOW_TO_READ as _HOW_TO_READ
+from pmark_impl.evaluate._report_text import SECURITY as _SECURITY
 from pmark_impl.evaluate._tables import (
     DASH,
     TABLES_DIR,
     Table,
     agrees,
+    fit_cell,
     fix_text,
     flatten,
     fpr_cell,
     markdown_lines,
     mean_bit_rate,
+    model_rejected,
+    prediction_cell,
     rate_ci,
     trend_verdict,
     value_ci,
@@ -195,37 +204,56 @@ def _detection_run(r: dict[str, Any], alphas: list[str], level: float) -> list[B
         "attack",
         "rate",
         "n+ / n−",
-        *(f"TPR@{alpha_pct(a)} exact" for a in alphas),
+        *(f"TPR@{alpha_pct(a)} exact (observed)" for a in alphas),
+        f"model prediction TPR@{p1}",
+        f"model fit test@{p1}",
+        "agrees",
         f"TPR@{p1} empirical",
         f"FPR@{p1} human",
         *([f"FPR@{p1} LM"] if with_lm else []),
         "AUC",
-        f"predicted TPR@{p1}",
-        "agrees",
         "mean bit rate",
     ]
-    rows, models = [], []
+    rows, models, rejected = [], [], []
     for a in attacks:
         observed = value_at(a.get("tpr"), a1)
         predicted = value_at(a.get("predicted_tpr"), a1)
         if isinstance(predicted, dict) and math.isfinite(num_text(predicted.get("value"))):
             models.append(str(predicted["model"]) if predicted.get("model") else _OLD_PREDICTION)
+        if model_rejected(predicted):
+            rejected.append(f"`{_line(run_label(a))}` ({fit_cell(predicted)})")
         rows.append(
             [
                 run_label(a),
                 fix_text(a.get("rate"), 2),
                 f"{fix_text(a.get('n_pos'), 0)} / {fix_text(a.get('n_neg'), 0)}",
                 *(rate_ci(value_at(a.get("tpr"), al)) for al in alphas),
+                prediction_cell(predicted),
+                fit_cell(predicted),
+                agrees(predicted, observed),
                 rate_ci(value_at(a.get("tpr_empirical"), a1)),
                 rate_ci(value_at(a.get("fpr"), a1)),
                 *([rate_ci(value_at(a.get("fpr_lm"), a1))] if with_lm else []),
                 value_ci(a.get("auc"), 3),
-                rate_ci(predicted, key="value"),
-                agrees(predicted, observed),
                 mean_bit_rate(a.get("bit_rate")),
             ]
         )
-    notes = [f"Predicted TPR@{p1} assumes: {m}." for m in dict.fromkeys(models)]
+    notes = []
+    if any(isinstance(value_at(a.get("predicted_tpr"), a1), dict) for a in attacks):
+        notes.append(
+            f"TPR@α exact (observed) is the estimate: the share of texts the exact test flagged, with its "
+            f"Clopper–Pearson interval. Model prediction TPR@{p1} is a model prediction, secondary to it: "
+            "the TPR the model below predicts from the measured bit accuracy. Model fit test: the two-sided "
+            "parametric-bootstrap p-value of the observed detected count against the fitted model's."
+        )
+    notes += [f"Model prediction TPR@{p1} assumes: {m}." for m in dict.fromkeys(models)]
+    if rejected:
+        notes.append(
+            f"Model rejected by the data at the {100 * level:g}% level for "
+            + ", ".join(rejected)
+            + ": there "
+            "the prediction is not informative and the observed TPR is the only estimate."
+        )
     table = Table.of(f"detection-{safe_name(r.get('run'))}", header, rows, f"Detection of {title}.", notes)
     return [head, "", table, "", *_trends(r.get("trends"), level)]
 
@@ -271,33 +299,6 @@ def _caption(path: str, alpha: str) -> str:
         if stem == prefix or stem.startswith(prefix + "-"):
             return _CAPTIONS[prefix].format(x=f"`{stem[len(prefix) + 1 :]}`", p=alpha_pct(alpha))
     return stem
-
-
-_HOW_TO_READ = [
-    "## How to read this",
-    "",
-    "- **Exact test**: a text is flagged when the scheme's exact p-value is at most α, a calibrated threshold; its "
-    "false-positive rate is at most α for any key, as a law over keys (X3). The FPR columns measure it on human "
-    "texts (and on unwatermarked LM texts of scheme `none` where run).",
-    "- **Empirical threshold**: the papers' way: the threshold is the (1 − α) quantile of the scores of the human "
-    "texts of this experiment, so its FPR holds only on this sample.",
-    "- **Predicted**: the exact binomial law of the detector fed with the measured per-channel bit accuracy "
-    "(X3/C14), under the model named under each table; *agrees* is ✓ when the predicted and the observed "
-    "intervals overlap, ✗ when they do not, — when there is no prediction.",
-    "- **Trend**: the one-sided Cochran–Armitage p-value is the chance of a fall of the TPR at least as steep as "
-    "the observed one if the TPR did not depend on the attack rate: a small p is evidence of a fall, a large one "
-    "(up to 1) is none.",
-    "- Intervals are {conf} (Clopper-Pearson for rates); scores for the ROC and AUC are -log10 of the exact "
-    "p-value.",
-    "",
-]
-
-_SECURITY = [
-    "> **Warning — key material.** `texts.jsonl` holds per-sentence detection evidence (proxies, bits, matches). "
-    "Whoever reads it can recover the key (`docs/security.md`): keep it with the key holder only; share this "
-    "report and `results.json`, not `texts.jsonl`.",
-    "",
-]
 
 
 def _check(results: Any) -> list[dict[str, Any]]:

@@ -27,12 +27,15 @@ __all__ = [
     "Table",
     "agrees",
     "ci_text",
+    "fit_cell",
     "fix_text",
     "flatten",
     "fpr_cell",
     "latex_escape",
     "markdown_lines",
     "mean_bit_rate",
+    "model_rejected",
+    "prediction_cell",
     "rate_ci",
     "scalar_text",
     "to_csv",
@@ -80,9 +83,39 @@ def value_ci(entry: Any, digits: int, key: str = "value") -> str:
     return DASH if not math.isfinite(v) else f"{v:.{digits}f}" + ci_text(entry.get("ci"), 1.0, digits)
 
 
+def _fit_p(predicted: Any) -> float:
+    """The saved p-value of the prediction's goodness-of-fit test (NaN where none was recorded)."""
+    fit = predicted.get("fit_test") if isinstance(predicted, dict) else None
+    return num_text(fit.get("p_value")) if isinstance(fit, dict) else math.nan
+
+
+def model_rejected(predicted: Any) -> bool:
+    """The saved goodness-of-fit test rejected the prediction's model (issue 35, M1)."""
+    fit = predicted.get("fit_test") if isinstance(predicted, dict) else None
+    return isinstance(fit, dict) and fit.get("rejected") is True and math.isfinite(_fit_p(predicted))
+
+
+def prediction_cell(predicted: Any) -> str:
+    """The model prediction with its interval, or ``"model rejected by the data (p = …)"`` when its
+    goodness-of-fit test rejected the model (the prediction is then not shown: it is not informative)."""
+    if model_rejected(predicted):
+        return f"model rejected by the data (p = {_fit_p(predicted):.4f})"
+    return rate_ci(predicted, key="value")
+
+
+def fit_cell(predicted: Any) -> str:
+    """``"p = 0.4200"`` of the prediction's goodness-of-fit test (``"rejected, p = …"`` when it rejected;
+    ``—`` when no test was recorded: results of an earlier version, or too few texts)."""
+    p = _fit_p(predicted)
+    if not math.isfinite(p):
+        return DASH
+    return f"rejected, p = {p:.4f}" if model_rejected(predicted) else f"p = {p:.4f}"
+
+
 def agrees(predicted: dict[str, Any] | None, observed: dict[str, Any] | None) -> str:
-    """✓ if the predicted and observed intervals overlap, ✗ if not, — if either (value or interval) is missing."""
-    if not isinstance(predicted, dict) or not isinstance(observed, dict):
+    """✓ if the predicted and observed intervals overlap, ✗ if not, — if either (value or interval) is missing or
+    the prediction's model was rejected by the data (then the prediction is no yardstick)."""
+    if not isinstance(predicted, dict) or not isinstance(observed, dict) or model_rejected(predicted):
         return DASH
     plo, phi = interval_text(predicted.get("ci"))
     olo, ohi = interval_text(observed.get("ci"))

@@ -18,6 +18,7 @@ from pmark_impl.evaluate import _aggregate as agg
 from pmark_impl.evaluate._config import EvalConfig, build_runs, parse_attacks, unit_seed
 from pmark_impl.quality import distinct_n
 from pmark_theory._eval_intervals import predicted_tpr_overdispersed
+from pmark_theory._eval_model_fit import prediction_fit_test
 
 RUN = "offline-N64-b2"
 LABEL = "word-delete(rate=0.5)"
@@ -118,7 +119,9 @@ def test_predicted_tpr_states_its_model_and_is_reproducible():
     dets = [u["attacks"][LABEL]["detection"] for u in units]
     for a in config.alphas:
         got = entry["predicted_tpr"][str(a)]
-        assert set(got) == {"value", "ci", "model"} and got["model"].startswith("beta-binomial")
+        assert set(got) == {"kind", "value", "ci", "model", "observed", "fit_test", "informative"}
+        assert got["kind"] == "model prediction" and got["model"].startswith("beta-binomial")
+        assert got["observed"] == entry["tpr"][str(a)]  # the estimate, beside the prediction
         ref = predicted_tpr_overdispersed(
             np.random.default_rng(unit_seed(config.seed, RUN, LABEL, "predicted_tpr")),
             [d["n_sentences"] for d in dets],
@@ -133,3 +136,65 @@ def test_predicted_tpr_states_its_model_and_is_reproducible():
         assert got["value"] == ref.value and got["ci"] == [ref.lo, ref.hi]
         assert f"{ref.rho:.3f}" in got["model"]
     assert _run([5.0] * 40, texts)[0] == run  # same units, same bytes
+
+
+def test_prediction_carries_its_goodness_of_fit_test():
+    # Issue 35: results.json records the model-rejection test of every prediction, computed with its own seed;
+    # "informative" is false exactly when the test rejected at 1 − confidence.
+    run, config, units = _run([5.0] * 40, _texts(40))
+    entry = next(a for a in run["attacks"] if a["label"] == LABEL)
+    dets = [u["attacks"][LABEL]["detection"] for u in units]
+    for a in config.alphas:
+        got = entry["predicted_tpr"][str(a)]
+        ref = prediction_fit_test(
+            np.random.default_rng(unit_seed(config.seed, RUN, LABEL, "prediction_fit")),
+            [d["n_sentences"] for d in dets],
+            [sum(d["matches"]) for d in dets],
+            [sum(d["totals"]) for d in dets],
+            entry["tpr"][str(a)]["k"],
+            a,
+            n_channels=2,
+            min_sentences=config.min_sentences,
+            n_boot=agg.N_BOOT,
+        )
+        fit = got["fit_test"]
+        assert fit["p_value"] == ref.p_value and fit["expected"] == ref.expected
+        assert fit["detected"] == entry["tpr"][str(a)]["k"] and fit["level"] == pytest.approx(0.05)
+        assert fit["rejected"] is (ref.p_value <= fit["level"]) and got["informative"] is not fit["rejected"]
+        assert "parametric bootstrap" in fit["method"]
+
+
+def test_destroyed_texts_get_the_model_rejected():
+    # Half the texts destroyed by the attack (accuracy 0.5), the others intact (accuracy 0.97), 12 sentences each:
+    # the beta-binomial prediction (55.4 %) misses the observed count (101/200) and the test rejects (p = 0.004 at
+    # this seed; the unattacked texts: p = 0.67).
+    config = EvalConfig(
+        build_runs(["offline"], parse_attacks("word-delete:rate=0.5"), channels=2), max_sentences=12
+    )
+    rng = np.random.default_rng(5)
+    gen = {"n_sentences": 12, "output_tokens": 40, "sampled_tokens": 400, "sampled_candidates": 30}
+    units = []
+    for i in range(200):
+        acc = 0.5 if i % 2 else 0.97
+        units.append(
+            {
+                "text": "a b c",
+                "perplexity": 5.0,
+                "seconds": {"generate": 1.0, "detect": 1.0},
+                "generation": gen,
+                "attacks": {
+                    "none": {"detection": _det(rng, 0.97, 12)},
+                    LABEL: {"detection": _det(rng, acc, 12)},
+                },
+                "human_detection": _det(rng, 0.5, 12),
+                "lm_detection": None,
+            }
+        )
+    res = agg.aggregate(config, {RUN: units}, {"model": "m"})
+    attacked = next(a for a in res["runs"][0]["attacks"] if a["label"] == LABEL)
+    none = next(a for a in res["runs"][0]["attacks"] if a["label"] == "none")
+    pred = attacked["predicted_tpr"]["0.01"]
+    assert pred["fit_test"]["rejected"] is True and pred["informative"] is False, pred
+    assert (
+        none["predicted_tpr"]["0.01"]["informative"] is True
+    )  # intact texts only: the model is not rejected

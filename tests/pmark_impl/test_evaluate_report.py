@@ -179,40 +179,44 @@ def test_detection_table_prints_saved_values():
         "attack",
         "rate",
         "n+ / n−",
-        "TPR@1% exact",
-        "TPR@5% exact",
+        "TPR@1% exact (observed)",
+        "TPR@5% exact (observed)",
+        "model prediction TPR@1%",
+        "model fit test@1%",
+        "agrees",
         "TPR@1% empirical",
         "FPR@1% human",
         "FPR@1% LM",
         "AUC",
-        "predicted TPR@1%",
-        "agrees",
         "mean bit rate",
     ]
     none = dict(zip(header, _row(rows, "none")))
-    assert none["TPR@1% exact"] == "90.0% [55.5, 99.7]"  # literal: rate 0.9, CP interval [0.555, 0.997]
-    assert none["TPR@5% exact"] == "100.0% [69.2, 100.0]"
+    # literal: rate 0.9, CP interval [0.555, 0.997]
+    assert none["TPR@1% exact (observed)"] == "90.0% [55.5, 99.7]"
+    assert none["TPR@5% exact (observed)"] == "100.0% [69.2, 100.0]"
     assert none["TPR@1% empirical"] == _pc(0.8, [0.444, 0.975])
     assert none["FPR@1% human"] == "0.0% [0.0, 30.8]"
     assert none["FPR@1% LM"] == _pc(0.1, [0.003, 0.445])
     assert none["AUC"] == "0.970 [0.900, 1.000]"
-    assert none["predicted TPR@1%"] == "93.0% [85.0, 98.0]"
+    assert none["model prediction TPR@1%"] == "93.0% [85.0, 98.0]"
     assert none["agrees"] == "✓"  # [0.85, 0.98] overlaps [0.555, 0.997]
     assert none["mean bit rate"] == "85.0%"  # mean of 0.9 and 0.8
     assert none["rate"] == "—" and none["n+ / n−"] == "10 / 12"
     wd1 = dict(zip(header, _row(rows, "word-delete(rate=0.1)")))
-    assert wd1["rate"] == "0.10" and wd1["TPR@1% exact"] == _pc(0.7, [0.348, 0.933])
+    assert wd1["rate"] == "0.10" and wd1["TPR@1% exact (observed)"] == _pc(0.7, [0.348, 0.933])
     assert wd1["agrees"] == "✗"  # predicted [0.1, 0.25] lies below the observed [0.348, 0.933]
     wd3 = dict(zip(header, _row(rows, "word-delete(rate=0.3)")))
-    for col in ("FPR@1% LM", "AUC", "predicted TPR@1%", "agrees", "mean bit rate"):
+    assert none["model fit test@1%"] == "—"  # no fit test recorded (results of an earlier version)
+    cols = ("FPR@1% LM", "AUC", "model prediction TPR@1%", "model fit test@1%", "agrees", "mean bit rate")
+    for col in cols:
         assert wd3[col] == "—", col  # null in the dict
 
 
 def test_lm_column_only_where_present_and_empty_run():
     md = render_report(_results(), TIMING)
     header, rows = _table_after(md, "### `offline-N8-b2` (offline, N = 8, b = 2)")
-    assert "FPR@1% LM" not in header and len(header) == 11
-    assert _row(rows, "none")[header.index("TPR@1% exact")] == _pc(0.6, [0.262, 0.878])
+    assert "FPR@1% LM" not in header and len(header) == 12
+    assert _row(rows, "none")[header.index("TPR@1% exact (observed)")] == _pc(0.6, [0.262, 0.878])
     assert "### `none` (none, N = 1, b = —)\n\nNot detected" in md
 
 
@@ -406,6 +410,6 @@ def test_nan_is_never_printed():
     res["runs"][0]["quality"]["perplexity"]["mean"] = None
     md = render_report(res)
     header, rows = _table_after(md, "### `online-N4-b2` (online, N = 4, b = 2)")
-    assert _row(rows, "none")[header.index("TPR@1% exact")] == "—"
+    assert _row(rows, "none")[header.index("TPR@1% exact (observed)")] == "—"
     assert _row(_table_after(md, "## Cost and quality")[1], "online-N4-b2")[7] == "—"
     assert "nan" not in md.replace("n_documents", "")

@@ -9,7 +9,9 @@ Each test fails on the code before the fix (checked against a copy of the earlie
   * the new shapes of B1's aggregate (geometric-mean perplexity with ``method``, distinct-n with an interval,
     the predicted TPR's ``model``) and the old ones both render; the report says which model the prediction
     assumes;
-  * NaN stays NaN: every missing number prints as ``—``, never ``0`` nor ``nan``.
+  * NaN stays NaN: every missing number prints as ``—``, never ``0`` nor ``nan``;
+  * issue 35: the predicted TPR is a model prediction printed beside the observed rate (the estimate), with its
+    model's goodness-of-fit p-value; a rejected model reads "model rejected by the data (p = …)", no number.
 """
 
 from __future__ import annotations
@@ -189,9 +191,9 @@ def test_new_quality_and_prediction_shapes_render():
     assert "PPL: geometric mean, t interval on the log scale." in md
     assert "distinct-n: bootstrap over texts." in md
     assert "PPL: arithmetic mean with a t interval (recorded by an earlier version)." in md  # the other runs
-    assert "Predicted TPR@1% assumes: beta-binomial: bit accuracy varies from text to text." in md
+    assert "Model prediction TPR@1% assumes: beta-binomial: bit accuracy varies from text to text." in md
     header, rows = _table_after(md, ONLINE)
-    assert dict(zip(header, _row(rows, "none")))["predicted TPR@1%"] == "93.0% [85.0, 98.0]"
+    assert dict(zip(header, _row(rows, "none")))["model prediction TPR@1%"] == "93.0% [85.0, 98.0]"
 
 
 def test_old_shapes_still_render():
@@ -199,7 +201,7 @@ def test_old_shapes_still_render():
     header, rows = _table_after(md, "## Cost and quality")
     row = dict(zip(header, _row(rows, "online-N4-b2")))
     assert row["distinct-2"] == "0.800" and row["PPL [CI]"] == "12.30 [10.10, 14.20]"
-    assert "Predicted TPR@1% assumes: not recorded (an earlier version" in md
+    assert "Model prediction TPR@1% assumes: not recorded (an earlier version" in md
 
 
 # ---------------------------------------------------------------- 6. NaN stays NaN
@@ -232,7 +234,7 @@ def test_nan_prints_as_a_dash_never_a_number():
     assert row[7:10] == ["—", "—", "0.900"]  # PPL, distinct-2 (NaN), distinct-3 (no interval)
     header, rows = _table_after(md, ONLINE)
     none = dict(zip(header, _row(rows, "none")))
-    assert none["predicted TPR@1%"] == "—" and none["agrees"] == "—"
+    assert none["model prediction TPR@1%"] == "—" and none["agrees"] == "—"
     assert ["temperature", "—"] in _table_after(md, "## Settings")[1]
     assert _row(_table_after(md, "## Evaluation key")[1], "online")[4:] == ["—", "—"]
     assert "nan" not in md.lower().replace("n_documents", "")
@@ -304,3 +306,46 @@ def test_a_folder_written_before_the_prompt_filter_was_recorded_resumes(tmp_path
     assert json.loads((out / "config.json").read_text()) == old  # kept as written
     with pytest.raises(EvaluationError, match="other settings"):
         prepare_folder(out, {**new, "prompts": {**new["prompts"], "fingerprint": "g"}}, False)
+
+
+# ---------------------------------------------------------------- 7. the prediction is a model prediction (issue 35)
+def _with_fit_tests(res, p_none, p_wd):
+    res = copy.deepcopy(res)
+    attacks = res["runs"][0]["attacks"]
+    for a, p in ((attacks[0], p_none), (attacks[1], p_wd)):
+        for e in a["predicted_tpr"].values():
+            e.update(kind="model prediction", informative=p > 0.05)
+            e["fit_test"] = {
+                "p_value": p,
+                "detected": 9,
+                "expected": 9.3,
+                "level": 0.05,
+                "rejected": p <= 0.05,
+            }
+    return res
+
+
+def test_rejected_model_is_said_and_its_prediction_not_shown():
+    md = render_report(_with_fit_tests(_results(), 0.42, 0.003), TIMING)
+    header, rows = _table_after(md, ONLINE)
+    assert header.index("model prediction TPR@1%") == header.index("TPR@5% exact (observed)") + 1  # beside it
+    none = dict(zip(header, _row(rows, "none")))
+    assert none["TPR@1% exact (observed)"] == "90.0% [55.5, 99.7]"  # the estimate, unchanged
+    assert (
+        none["model prediction TPR@1%"] == "93.0% [85.0, 98.0]" and none["model fit test@1%"] == "p = 0.4200"
+    )
+    assert none["agrees"] == "✓"
+    wd = dict(zip(header, _row(rows, "word-delete(rate=0.1)")))
+    assert wd["model prediction TPR@1%"] == "model rejected by the data (p = 0.0030)"
+    assert wd["model fit test@1%"] == "rejected, p = 0.0030" and wd["agrees"] == "—"  # before: "✗"
+    assert "20.0%" not in wd["model prediction TPR@1%"]  # the rejected prediction is not presented
+    assert "Model rejected by the data at the 5% level for `word-delete(rate=0.1)`" in md
+    assert "is a model prediction, secondary to it" in md and "is the estimate" in md
+
+
+def test_fit_test_without_a_p_value_prints_a_dash():
+    res = _with_fit_tests(_results(), 0.42, 0.003)
+    res["runs"][0]["attacks"][1]["predicted_tpr"]["0.01"]["fit_test"].update(p_value=None, rejected=None)
+    header, rows = _table_after(render_report(res, TIMING), ONLINE)
+    wd = dict(zip(header, _row(rows, "word-delete(rate=0.1)")))
+    assert wd["model fit test@1%"] == "—" and wd["model prediction TPR@1%"] == "20.0% [10.0, 25.0]"

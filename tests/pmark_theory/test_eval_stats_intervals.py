@@ -337,3 +337,96 @@ def test_distinct_nan_stays_nan():
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(PMarkValueError, match=rf"\b{name}\b"):
         call()
+
+
+# ---------------------------------------------------------------- the prediction's goodness-of-fit test (issue 35)
+FT_B, FT_ALPHA = 4, 0.01
+
+
+def _fit_data(rng, n, law):
+    """Lengths ``T ~ U{2..10}``, ``b = 4``; per-text accuracy from ``law`` (beta-binomial, logit-normal, or 30 %
+    destroyed texts at 0.5 among intact ones at 0.85); the detected count of the exact count test."""
+    from pmark_theory._eval_stats import critical_count
+
+    t = rng.integers(2, 11, n)
+    if law == "bb":
+        p = rng.beta(*_shapes(0.72, 0.05), n)
+    elif law == "ln":
+        p = 1 / (1 + np.exp(-rng.normal(1.0, 0.5, n)))
+    else:
+        p = np.where(rng.random(n) < 0.3, 0.5, 0.85)
+    k = rng.binomial(FT_B * t, p)
+    k_c = np.array([critical_count(FT_B * int(x), FT_ALPHA) for x in t])
+    return t, k, int(np.count_nonzero(k >= k_c))
+
+
+def _rejection_rate(law, n, reps, seed, n_boot=200):
+    from pmark_theory._eval_model_fit import prediction_fit_test
+
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        t, k, d = _fit_data(rng, n, law)
+        res = prediction_fit_test(rng, t, k, FT_B * t, d, FT_ALPHA, n_channels=FT_B, n_boot=n_boot)
+        hits += res.p_value <= 0.05
+    return hits / reps
+
+
+def test_fit_test_expected_count_against_scipy_betabinom():
+    # Oracle: n·pred = Σ_i P(BetaBin(4 T_i; a, b) >= k_c) with scipy's betabinom and the loop-free fit of
+    # beta_binomial_fit (itself checked against a loop oracle above); exact sums, tolerance 1e-9.
+    from pmark_theory._eval_model_fit import prediction_fit_test
+    from pmark_theory._eval_stats import critical_count
+
+    t, k, d = _fit_data(np.random.default_rng(3), 60, "bb")
+    res = prediction_fit_test(
+        np.random.default_rng(0), t, k, FT_B * t, d, FT_ALPHA, n_channels=FT_B, n_boot=50
+    )
+    mu, rho = beta_binomial_fit(k, FT_B * t)
+    a, b = _shapes(mu, rho)
+    want = sum(
+        stats.betabinom.sf(critical_count(FT_B * int(x), FT_ALPHA) - 1, FT_B * int(x), a, b) for x in t
+    )
+    assert res.expected == pytest.approx(want, abs=1e-9)
+    assert res.detected == d and res.n_texts == 60 and res.n_boot == 50
+    assert 2 / 51 <= res.p_value <= 1.0
+
+
+def test_two_sided_p_by_hand():
+    from pmark_theory._eval_model_fit import two_sided_p
+
+    sims = np.arange(10.0)  # 0 … 9
+    assert two_sided_p(0.0, sims) == pytest.approx(2 * 2 / 11)  # one sim <= 0: (1 + 1)/11, doubled
+    assert two_sided_p(9.5, sims) == pytest.approx(2 * 1 / 11)  # none >= 9.5
+    assert two_sided_p(4.5, sims) == 1.0  # capped at 1
+
+
+@pytest.mark.parametrize("law", ["bb", "ln"])
+def test_fit_test_size_when_the_model_holds(law):
+    # 300 data sets of 100 texts (B = 200): size 0.05 has Monte Carlo SE 0.0126; pass band 0.05 ± (0.02 + 3 SE)
+    # = [0.012, 0.088]. Measured (seed 11): 0.057 for both.
+    assert abs(_rejection_rate(law, 100, 300, seed=11) - 0.05) <= 0.02 + 3 * math.sqrt(0.05 * 0.95 / 300)
+
+
+def test_fit_test_rejects_the_intact_destroyed_mixture():
+    # 30 % destroyed texts: the beta-binomial prediction is biased low (coverage 0.47 at 300 texts). Power at 300
+    # texts, 100 data sets: measured 0.81 here (seed 12), 0.80–0.86 in M1; the floor 0.6 is 5 SE (0.04) below.
+    assert _rejection_rate("mix", 300, 100, seed=12) >= 0.6
+
+
+def test_fit_test_edge_cases_and_bad_input():
+    from pmark_theory._eval_model_fit import prediction_fit_test
+
+    rng = np.random.default_rng(0)
+    one = prediction_fit_test(rng, [5], [15], [20], 1, FT_ALPHA, n_channels=FT_B)
+    assert math.isnan(one.p_value) and one.detected == 1  # one text: nothing to test
+    iid = prediction_fit_test(rng, [5] * 20, [20] * 20, [20] * 20, 20, FT_ALPHA, n_channels=FT_B, n_boot=20)
+    assert (
+        iid.expected == pytest.approx(20.0) and iid.p_value == 1.0
+    )  # μ = 1: every text detected, as observed
+    with pytest.raises(PMarkValueError, match="one entry per text"):
+        prediction_fit_test(rng, [5, 5], [10], [20], 0, FT_ALPHA)
+    with pytest.raises(PMarkValueError, match="detected"):
+        prediction_fit_test(rng, [5, 5], [10, 10], [20, 20], 3, FT_ALPHA)
+    with pytest.raises(PMarkValueError, match="alpha"):
+        prediction_fit_test(rng, [5, 5], [10, 10], [20, 20], 0, 1.5)
