@@ -32,7 +32,13 @@ from pmark_theory import _geometry as _geo
 from pmark_theory import _seeds as _sds
 from pmark_theory import _semstamp as _sem
 from pmark_theory._rules import SelectionRule, offline_mask, online_mask
-from proofs_checks import _mutations_eval, _mutations_per_key, _mutations_security, _mutations_seeds
+from proofs_checks import (
+    _mutations_eval,
+    _mutations_per_key,
+    _mutations_security,
+    _mutations_seeds,
+    _mutations_text_null,
+)
 from proofs_checks._mutation_types import Mutation, Patcher
 from proofs_checks.checks import (
     _geometry_checks,
@@ -385,6 +391,7 @@ for _extra in (
     _mutations_security.MUTATIONS,
     _mutations_seeds.MUTATIONS,
     _mutations_per_key.MUTATIONS,
+    _mutations_text_null.MUTATIONS,
     _mutations_eval.MUTATIONS,
 ):
     for _cid, _ms in _extra.items():

@@ -80,6 +80,7 @@ from simulations._proxies import (
 )
 from simulations._sampling import AliasTable, alias_law, alias_table, draw_ids
 from simulations._schemes import SourceDraw, get_rule, pmark_bit_step, pmark_source_step, pmark_step
+from simulations._topic_texts import TopicModel, make_topic_model, neighbour_cosine, sample_documents
 from simulations._universe import (
     FiniteUniverse,
     cell_ids,

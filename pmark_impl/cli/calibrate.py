@@ -3,7 +3,10 @@
 Whatever the scheme (``--scheme``, default offline), the calibration is the one the scheme declares as stored in
 the key (``SchemeCalibration.fit_key``): PMark's proxy centre, the cell schemes' cell masses
 (:mod:`pmark_impl.keys._cell_calibration`; their settings as in ``pmark detect``: ``--lsh-dim``, ``--n-clusters``,
-``--gamma``, ``--set NAME=VALUE``). A scheme whose calibration is not stored in the key is refused.
+``--gamma``, ``--set NAME=VALUE``), then the text-level null of each per-key test (K3,
+:mod:`pmark_impl.cli.calibrate_null`). A scheme without a calibration of its own (a plug-in whose detector returns
+``DetectionResult`` s) gets its text-level null only; a scheme whose calibration is not stored in the key, or
+whose watermark does not depend on the key, is refused.
 
 Reads the key, embeds a human corpus (the built-in one — prose that ships with CPython — or ``--corpus FILE``),
 writes the calibrated key to ``--out`` (a NEW file, mode 0600, never over an existing one without ``--force``;
@@ -26,6 +29,14 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.cli import models
+from pmark_impl.cli.calibrate_null import (
+    add_null_options,
+    caching_embed,
+    check_shift_corpus,
+    fit_nulls,
+    null_only_summary,
+    null_report_lines,
+)
 from pmark_impl.cli.files import CLIError, check_paths, output_errors
 from pmark_impl.cli.options import add_cell_options, float_type, int_type
 
@@ -119,11 +130,24 @@ def add_parser(sub: Any) -> None:
         "--accept-high-fpr", action="store_true", help="write the key even if its held-out FPR is above alpha"
     )
     p.add_argument("--allow-insecure-key", action="store_true", help="accept a key file readable by others")
+    add_null_options(p)
     p.set_defaults(func=cmd_calibrate)
 
 
 def format_report(report: dict[str, Any]) -> str:
     """``report.md``: the held-out FPRs, sign balance and offline TV before and after calibration."""
+    if report.get("calibration") == "text-level null only":
+        return "\n".join(
+            [
+                f"# Key calibration: the text-level null of {report['scheme']} (K3)",
+                "",
+                f"Corpus `{report['corpus']}` (fingerprint {report['corpus_fingerprint']}).",
+                *null_report_lines(report["text_null"]),
+                "",
+                f"Verdict: {report.get('verdict', ['?', ''])[0]} — {report.get('verdict', ['', ''])[1]}",
+                "",
+            ]
+        )
     what = (
         f"Centring: `{report['centring']}`."
         if "centring" in report
@@ -154,6 +178,7 @@ def format_report(report: dict[str, Any]) -> str:
         m = report[when]
         tv = " / ".join(f"{x:.4f}" for x in m["offline_tv"].values())
         lines.append(f"| {when} | {', '.join(f'{x:.3f}' for x in m['sign_balance'])} | {tv} |")
+    lines += null_report_lines(report.get("text_null", {}))
     lines += [
         "",
         f"Verdict: {report.get('verdict', ['?', ''])[0]} — {report.get('verdict', ['', ''])[1]}",
@@ -171,7 +196,14 @@ def _figure(report: dict[str, Any]) -> bytes:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-    if "sign_balance" in report["before"]:
+    if "before" not in report:  # text-level null only: the held-out FPR of both p-values
+        ax1.axis("off")
+        ax1.text(0, 0.5, f"text-level null of {report['scheme']}\n(corpus {report['corpus']})", fontsize=9)
+        report = {
+            **report,
+            **{w: {"fpr": {"held-out": report["held_out_fpr"][w]}} for w in ("before", "after")},
+        }
+    elif "sign_balance" in report["before"]:
         b = len(report["before"]["sign_balance"])
         x = np.arange(b)
         ax1.bar(x - 0.2, report["before"]["sign_balance"], 0.4, label="uncentred")
@@ -216,8 +248,20 @@ def check_scheme_calibration(args: argparse.Namespace) -> tuple[Any, dict[str, A
 
     scheme = cli_scheme(args, "offline")
     cal = scheme.calibration
-    if cal is None:
-        raise CLIError(f"scheme {scheme.name!r} declares no calibration: its detector needs none")
+    if cal is None:  # K3: the text-level null is its calibration
+        if scheme.detect is None or not scheme.keyed:
+            why = "has no detector" if scheme.detect is None else "does not depend on the key"
+            raise CLIError(
+                f"scheme {scheme.name!r} {why}: it has no per-key false-positive rate to calibrate"
+            )
+        if args.no_text_null:
+            raise CLIError(
+                f"scheme {scheme.name!r} declares no calibration of its own: with --no-text-null there is "
+                "nothing to calibrate"
+            )
+        if args.centring is not None:
+            raise CLIError(f"--centring is PMark's; scheme {scheme.name!r} has no proxy centre")
+        return scheme, cli_settings(args, scheme, side="detect")
     if cal.stored_in != "key" or cal.fit_key is None:
         raise CLIError(
             f"scheme {scheme.name!r} calibrates its {cal.name} ({cal.stored_in}), which pmark calibrate does not "
@@ -228,7 +272,7 @@ def check_scheme_calibration(args: argparse.Namespace) -> tuple[Any, dict[str, A
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
-    from pmark_impl._corpus import builtin_documents, read_corpus
+    from pmark_impl._corpus import builtin_documents, corpus_fingerprint, read_corpus
     from pmark_impl.keys._calibrate import fpr_verdict
     from pmark_impl.keys._key_files import load_key, save_key
     from pmark_impl.sampling._context import embed
@@ -248,16 +292,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     legacy = _legacy_report()
     if report_dir is not None:  # a folder that is not a calibration report is refused, --force or not
         probe_folder(report_dir, REPORT_KIND, ignore=(LOCK_NAME,), legacy=legacy, what="--report")
+    shift_path = check_shift_corpus(args)
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     if args.corpus == "builtin":
         documents, corpus = builtin_documents(), "builtin"
     else:
         documents, corpus = read_corpus(args.corpus, field=args.field), Path(args.corpus).name
+    shift = None if shift_path is None else read_corpus(shift_path)
+    shift_name = (
+        None
+        if shift_path is None
+        else ("prompts (built-in)" if args.shift_corpus == "prompts" else Path(shift_path).name)
+    )
     from pmark_impl.cli.provenance import device_kwargs
 
     encoder = models.encoder_for_key(key, args.encoder, args.key, **device_kwargs(args))
 
-    def embed_fn(sentences: list[str]) -> np.ndarray:
+    def embed_now(sentences: list[str]) -> np.ndarray:
         bar = models.progress_bar(len(sentences), "pmark calibrate: embedding")
         parts = []
         try:
@@ -268,23 +319,56 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             bar.close()
         return np.concatenate(parts) if parts else np.zeros((0, key.dim))
 
+    embed_fn = caching_embed(embed_now, key.dim)  # the text-level nulls re-use the embeddings
+
     from pmark_impl.schemes import resolve_settings
 
     settings = resolve_settings(scheme, given, side="detect", key=key)
     extra = (
         {} if args.centring is None else {"centring": args.centring}
     )  # refused by a calibration without it
-    new_key, report = scheme.calibration.fit_key(
-        key,
-        encoder,
-        documents,
-        settings,
-        text_sentences=args.text_sentences,
-        held_out_fraction=args.held_out,
-        corpus=corpus,
-        embed_fn=embed_fn,
-        **extra,
-    )
+    if scheme.calibration is not None:
+        new_key, report = scheme.calibration.fit_key(
+            key,
+            encoder,
+            documents,
+            settings,
+            text_sentences=args.text_sentences,
+            held_out_fraction=args.held_out,
+            corpus=corpus,
+            embed_fn=embed_fn,
+            **extra,
+        )
+    else:
+        new_key, report = (
+            key,
+            {
+                "scheme": scheme.name,
+                "calibration": "text-level null only",
+                "corpus": corpus,
+                "corpus_fingerprint": corpus_fingerprint(documents),
+                "text_sentences": args.text_sentences,
+            },
+        )
+    if not args.no_text_null:
+        new_key, report["text_null"], null_warnings = fit_nulls(
+            scheme,
+            settings,
+            new_key,
+            encoder,
+            documents,
+            corpus=corpus,
+            lengths=args.null_lengths,
+            held_out_fraction=args.held_out,
+            text_sentences=args.text_sentences,
+            embed_fn=embed_fn,
+            shift=shift,
+            shift_name=shift_name,
+        )
+        for line in null_warnings:
+            print(f"pmark: warning: {line}", file=sys.stderr)
+    if scheme.calibration is None:
+        report.update(null_only_summary(report["text_null"], key, new_key))
     status, reason = fpr_verdict(report)
     report["verdict"] = [status, reason]
     if report_dir is not None:

@@ -109,6 +109,8 @@ __all__ = [
     "SentenceEvidence",
     "detect",
     "detect_many",
+    "detection_request",
+    "split_options",
 ]
 
 
@@ -267,6 +269,12 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(common options of detect, the scheme's settings)`` of :func:`detect_many`'s keyword arguments."""
+    common = {k: v for k, v in options.items() if k in _DEFAULTS}
+    return common, {k: v for k, v in options.items() if k not in _DEFAULTS}
+
+
 def _detect_texts(
     key: Any,
     texts: list[Any],
@@ -275,7 +283,26 @@ def _detect_texts(
     options: dict[str, Any],
     settings: dict[str, Any],
 ) -> list[Any]:
-    """Every check first (types, values, the scheme's settings, the size budget), then the scheme's detector."""
+    """Every check first (types, values, the scheme's settings, the size budget), then the scheme's detector,
+    then the key's text-level null where it has one for this detection (K3)."""
+    from pmark_impl.detection._text_null import apply_text_nulls
+
+    scheme, request = detection_request(key, texts, names, encoder, options, settings)
+    if request is None:
+        return []
+    return apply_text_nulls(scheme, request, scheme.detect(request), scheme.detect)
+
+
+def detection_request(
+    key: Any,
+    texts: list[Any],
+    names: list[str],
+    encoder: Any,
+    options: dict[str, Any],
+    settings: dict[str, Any],
+) -> tuple[Any, DetectRequest | None]:
+    """The scheme and the checked :class:`DetectRequest` of a detection (``None`` when no text has a sentence);
+    every check runs here, before any encoding."""
     o = {**_DEFAULTS, **options}
     scheme = resolve_scheme(o["scheme"], o["mode"], default="offline")
     if scheme.detect is None:
@@ -318,7 +345,7 @@ def _detect_texts(
         n_candidates = check_size("n_candidates", n_candidates, maximum=MAX_ONLINE_CANDIDATES)
     split = split_within_budget(texts, names, splitter)  # the size budget, before any encoding
     if not split:
-        return []
+        return scheme, None
     request = DetectRequest(
         key=key,
         encoder=encoder,
@@ -347,4 +374,4 @@ def _detect_texts(
         calibration=o["calibration"],
         progress=progress,
     )
-    return scheme.detect(request)
+    return scheme, request

@@ -53,6 +53,21 @@ TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
     "soft_per_key": ("p_value", "confidence", "centring", "lattice", "bands", "note"),
     "paper_soft_z": ("z", "nominal_p_value", "uncalibrated", "note"),
     "green_count": ("n_green", "gamma", "p_value", "repeated_cells", "note"),
+    # K3: the key's text-level null (functions of the total statistic and of the key's calibration texts)
+    "text_null": (
+        "applied",
+        "p_value",
+        "p_marginal",
+        "p_tail_estimate",
+        "p_independent",
+        "length_tested",
+        "n_texts",
+        "resolution",
+        "confidence",
+        "corpus",
+        "exact_for",
+        "note",
+    ),
 }
 #: Printed with every ``evidence`` record.
 EVIDENCE_WARNING = (

@@ -34,15 +34,16 @@ from pmark_impl.keys._key_fields import (
     shown,
 )
 from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.keys._text_nulls import text_nulls_from_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = ["key_from_document", "load_key", "save_key"]  # the field rules: pmark_impl.keys._key_fields
 
-#: Key files are small (a calibrated key holds a ``d``-vector: ~25 bytes per entry); anything larger is not a key
-#: file (guards against reading a huge file by mistake).
-_MAX_KEY_FILE_BYTES = 1 << 21
+#: Key files are small (a calibrated key holds a ``d``-vector and its text-level nulls, K3); anything larger than
+#: 8 MiB is not a key file (guards against reading a huge file by mistake).
+_MAX_KEY_FILE_BYTES = 1 << 23
 
 
 def _key_to_json(key: WatermarkKey) -> str:
@@ -56,6 +57,7 @@ def _key_to_json(key: WatermarkKey) -> str:
         and default_seeding
         and key.fitted_centroids is None
         and not key.cell_calibrations
+        and not key.text_nulls
         else KEY_VERSION,
         "encoder": key.encoder,
         "dim": key.dim,
@@ -70,6 +72,8 @@ def _key_to_json(key: WatermarkKey) -> str:
         doc["centroids"] = key.fitted_centroids.to_json_dict()
     if key.cell_calibrations:
         doc["cell_calibrations"] = [c.to_json_dict() for c in key.cell_calibrations]
+    if key.text_nulls:
+        doc["text_nulls"] = [n.to_json_dict() for n in key.text_nulls]
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -199,7 +203,9 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         raise KeyFileError(
             f"key file {path} has unsupported version {shown} (this pmark reads versions {', '.join(map(str, KEY_VERSIONS))})"
         )
-    fields = _FIELDS + (("calibration", "seeding", "centroids", "cell_calibrations") if version >= 2 else ())
+    fields = _FIELDS + (
+        ("calibration", "seeding", "centroids", "cell_calibrations", "text_nulls") if version >= 2 else ()
+    )
     unknown = sorted(str(k)[:40] for k in doc if k not in fields)
     if unknown:
         raise KeyFileError(f"key file {path} has unknown field(s) {', '.join(map(repr, unknown[:5]))}")
@@ -222,6 +228,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         seeding, window = _seeding(doc.get("seeding", {"mode": "position", "window": 1}))
         cents = None if "centroids" not in doc else centroids_from_json(doc["centroids"], dim)
         cells = cell_calibrations_from_json(doc.get("cell_calibrations", []))
+        nulls = text_nulls_from_json(doc.get("text_nulls", []))
         return WatermarkKey(
             secret=bytes.fromhex(secret_hex),
             encoder=encoder,
@@ -232,6 +239,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
             seed_window=window,
             fitted_centroids=cents,
             cell_calibrations=cells,
+            text_nulls=nulls,
         )
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None
@@ -242,7 +250,7 @@ def load_key(
 ) -> WatermarkKey:
     """Read a JSON key file written by :func:`save_key`.
 
-    At most 2 MiB are read, only from a regular file (symbolic links resolved). The document is strict JSON
+    At most 8 MiB are read, only from a regular file (symbolic links resolved). The document is strict JSON
     (a repeated member name, ``NaN`` or ``Infinity`` is refused: :func:`pmark_theory._json.loads_strict`)
     checked by :func:`key_from_document`, the same check :func:`save_key` applies before it writes. A leading
     UTF-8 byte-order mark is accepted.

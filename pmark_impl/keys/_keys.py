@@ -51,6 +51,7 @@ from pmark_impl.keys._key_fields import (
     check_key_shape,
     check_seeding,
 )
+from pmark_impl.keys._text_nulls import KeyTextNull, check_distinct_nulls
 from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
 
@@ -89,6 +90,9 @@ class WatermarkKey:
       cell_calibrations: the cell masses of SemStamp-style cell maps on human text, at most one per cell map
         (:class:`pmark_impl.keys._cell_calibration.CellCalibration`, K1): detection-only, so they do not change
         the fingerprint (a text generated before the key was calibrated is still detected with it).
+      text_nulls: the detector's raw p-values on whole human texts by length, one per scheme, test and detection
+        settings (:class:`pmark_impl.keys._text_nulls.KeyTextNull`, K3): the per-key p-value that holds whatever
+        the dependence between a text's sentences. Detection-only, like ``cell_calibrations``.
     """
 
     secret: bytes
@@ -100,6 +104,7 @@ class WatermarkKey:
     seed_window: int = 1
     fitted_centroids: KeyCentroids | None = None
     cell_calibrations: tuple[CellCalibration, ...] = ()
+    text_nulls: tuple[KeyTextNull, ...] = ()
 
     def __post_init__(self) -> None:
         # The field rules are the key file's own (pmark_impl.keys._key_fields): one function per field, shared by this
@@ -133,6 +138,7 @@ class WatermarkKey:
         if not isinstance(self.cell_calibrations, (tuple, list)):
             raise PMarkValueError("cell_calibrations must be a tuple of CellCalibration")
         object.__setattr__(self, "cell_calibrations", check_distinct(self.cell_calibrations))
+        object.__setattr__(self, "text_nulls", check_distinct_nulls(self.text_nulls))
 
     # ----------------------------------------------------------------------------------------------------------
     @classmethod
@@ -179,6 +185,7 @@ class WatermarkKey:
             self.seed_window,
             self.fitted_centroids,
             set(self.cell_calibrations),
+            {n.ident: n for n in self.text_nulls},
         ) == (
             other.encoder,
             other.dim,
@@ -188,6 +195,7 @@ class WatermarkKey:
             other.seed_window,
             other.fitted_centroids,
             set(other.cell_calibrations),
+            {n.ident: n for n in other.text_nulls},
         )
 
     def __hash__(self) -> int:
@@ -255,6 +263,19 @@ class WatermarkKey:
         """The same key with ``calibration`` replacing any of the same cell map (K1, cell masses)."""
         rest = tuple(c for c in self.cell_calibrations if c.identity != calibration.identity)
         return replace(self, cell_calibrations=(*rest, calibration))
+
+    def with_text_null(self, null: KeyTextNull) -> WatermarkKey:
+        """The same key with ``null`` replacing any of the same scheme, test and settings (K3)."""
+        rest = tuple(n for n in self.text_nulls if n.ident != null.ident)
+        return replace(self, text_nulls=(*rest, null))
+
+    def without_text_nulls(self) -> WatermarkKey:
+        """The same key with no text-level null (what the detector's raw p-values are computed with)."""
+        return replace(self, text_nulls=())
+
+    def text_null(self, scheme: str, test: str, signature: str) -> KeyTextNull | None:
+        """The stored text-level null of ``(scheme, test, signature)``, or ``None`` (K3)."""
+        return next((n for n in self.text_nulls if n.ident == (scheme, test, signature)), None)
 
     def cell_calibration(self, scheme: str, size_option: str, size: int) -> CellCalibration | None:
         """The stored cell calibration of the cell map ``(scheme, size_option, size)``, or ``None``."""

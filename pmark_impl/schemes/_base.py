@@ -103,6 +103,9 @@ class SchemeCalibration(NamedTuple):
         ``report["held_out_fpr"]`` is ``{"test": name, "before": {alpha: rate}, "after": {alpha: rate}}``, each
         ``rate`` ``{"rejected", "n_texts", "rate", "interval"}`` (Clopper–Pearson 95%,
         :func:`pmark_impl.keys._calibrate.clopper_pearson`) of the held-out texts, for the key before and after.
+      null_tests: for ``"key"`` calibrations, the tests whose text-level null ``pmark calibrate`` stores in the key
+        after ``fit_key`` (K3: the detector's p-values on whole human texts, so that the per-key p-value holds
+        whatever the dependence between a text's sentences); ``None`` names the detector's default test.
     """
 
     name: str
@@ -111,6 +114,7 @@ class SchemeCalibration(NamedTuple):
     fit: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any] | None = None
     load: Callable[[str], Any] | None = None
     fit_key: Callable[..., tuple[Any, dict[str, Any]]] | None = None
+    null_tests: tuple[str | None, ...] = (None,)
 
 
 class Setup(NamedTuple):

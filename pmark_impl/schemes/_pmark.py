@@ -61,7 +61,11 @@ def fit_centring(
 
 #: PMark's per-key calibration: the proxy centre stored in a calibrated key (K1).
 CENTRING = SchemeCalibration(
-    "centring", "key", "pmark calibrate KEY --out CALIBRATED_KEY", fit_key=fit_centring
+    "centring",
+    "key",
+    "pmark calibrate KEY --out CALIBRATED_KEY",
+    fit_key=fit_centring,
+    null_tests=("per_key", "soft_per_key"),
 )
 
 

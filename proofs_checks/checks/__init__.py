@@ -21,4 +21,5 @@ from proofs_checks.checks import (
     _simmark_checks,
     _snr_checks,
     _soft_count_checks,
+    _text_null_checks,
 )

@@ -171,3 +171,35 @@ def test_the_registry_cannot_be_bypassed(world, tmp_path, monkeypatch, capsys):
     with pytest.raises(PMarkValueError, match="scheme must be one of"):
         detect_many(key, [res.text], encoder, scheme="halfspace")
     assert "halfspace_unregistered" in sys.modules  # named: imported to read its marker, never called
+
+
+def test_cli_calibrate_fits_the_plugins_text_level_null(cli_world, tmp_path, capsys):
+    # K3: a plug-in without a calibration of its own gets its text-level null from pmark calibrate (its detector's
+    # p-values on whole human texts), and detection with the new key decides by it; the input key is untouched.
+    keyfile, _ = cli_world
+    paragraphs = [" ".join(f"Paragraph {i} line {k} is human prose." for k in range(8)) for i in range(120)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    new, rep = tmp_path / "k2.json", tmp_path / "rep"
+    argv = ["calibrate", keyfile, "--scheme", SPEC, "--corpus", str(corpus), "--out", str(new)]
+    assert cli.main([*argv, "--no-text-null"]) == 2
+    assert "nothing to calibrate" in capsys.readouterr().err and not new.exists()
+    before = Path(keyfile).read_bytes()
+    rc = cli.main([*argv, "--report", str(rep), "--null-lengths", "2-4", "--shift-corpus", "none"])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    assert report["calibration"] == "text-level null only" and report["held_out_fpr"]["test"]
+    assert "text-level null of halfspace" in (rep / "report.md").read_text()
+    assert Path(keyfile).read_bytes() == before
+    from pmark_impl import load_key
+
+    key = load_key(new)
+    assert [(n.scheme, n.null.lengths) for n in key.text_nulls] == [("halfspace", (2, 3, 4))]
+    text = tmp_path / "t.txt"
+    text.write_text("Paragraph 7 line 0 is human prose. Paragraph 7 line 1 is human prose. A third one.")
+    assert cli.main(["detect", "--key", str(new), "--scheme", SPEC, "--alpha", "0.05", str(text)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (
+        out["statistics"]["text_null"]["applied"] is True
+        and out["statistics"]["text_null"]["length_tested"] == 3
+    )

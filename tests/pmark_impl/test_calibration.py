@@ -744,7 +744,14 @@ def test_cli_calibrate_writes_a_new_calibrated_key_and_a_report(tmp_path, capsys
     assert stat.S_IMODE(os.stat(new).st_mode) == 0o600
     cal_key = load_key(new, expected_dim=32)
     assert cal_key.calibration is not None and cal_key.centring == "context"
-    assert cal_key.with_calibration(None) == key and cal_key.calibration.corpus == "corpus.txt"
+    assert cal_key.with_calibration(None).without_text_nulls() == key
+    assert cal_key.calibration.corpus == "corpus.txt"
+    # K3: a text-level null per per-key test, fitted after the centring (named by it) on the same corpus
+    assert {(n.scheme, n.test) for n in cal_key.text_nulls} == {
+        ("offline", "per_key"),
+        ("offline", "soft_per_key"),
+    }
+    assert all(n.corpus == "corpus.txt" and min(n.null.lengths) == 2 for n in cal_key.text_nulls)
     assert cal_key.fingerprint in err and key.secret.hex() not in out + err
     report = json.loads(out)
     assert report == json.loads((rep / "report.json").read_text())
@@ -753,6 +760,9 @@ def test_cli_calibrate_writes_a_new_calibrated_key_and_a_report(tmp_path, capsys
     assert cal_key.calibration.n_total == report["n_calibration_sentences"]
     assert report["verdict"][0] in ("ok", "warn")
     assert (rep / "report.md").read_text().startswith("# Key calibration (K1)")
+    assert "## Text-level nulls (K3)" in (rep / "report.md").read_text()
+    assert report["text_null"]["per_key"]["held_out"]["windows"] == "all"
+    assert report["text_null"]["per_key"]["other_corpus"]["corpus"] == "prompts (built-in)"
     assert (rep / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Again without --force: one line, exit 2, nothing replaced.
     written = new.read_bytes()

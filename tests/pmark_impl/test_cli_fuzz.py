@@ -267,7 +267,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("key-directory", detect_with_key(lambda t: _folder(t, "keydir")), 2, "is a directory"),
     ("key-dev-zero-link", detect_with_key(lambda t: _zero_link(t, "zero.key")), 2, "is a character device"),
     ("key-fifo", detect_with_key(lambda t: _fifo(t, "fifo.key")), 2, "is a FIFO"),
-    ("key-over-2MiB", detect_with_key(lambda t: _sparse(t, "big.key", (1 << 21) + 1)), 2, "too large"),
+    ("key-over-8MiB", detect_with_key(lambda t: _sparse(t, "big.key", (1 << 23) + 1)), 2, "too large"),
     ("key-missing", detect_with_key(lambda t: str(t / "none.key")), 2, "does not exist"),
     ("key-mode-0644", detect_with_key(lambda t: _key_doc(t, mode=0o644)), 2, "accessible by group or others"),
     ("key-mode-0604", detect_with_key(lambda t: _key_doc(t, mode=0o604)), 2, "(mode 0604)"),

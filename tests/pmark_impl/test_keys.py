@@ -263,8 +263,8 @@ def test_load_reads_regular_files_only_and_never_more_than_the_limit(tmp_path):
     assert load_key(link) == _key(14)  # a symbolic link to a regular key file is resolved
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:
-        fh.truncate((1 << 21) + 1)
-    with pytest.raises(KeyFileError, match="too large \\(more than 2097152 bytes\\)"):
+        fh.truncate((1 << 23) + 1)
+    with pytest.raises(KeyFileError, match="too large \\(more than 8388608 bytes\\)"):
         load_key(big)
 
 
