@@ -17,7 +17,11 @@ Tests (one-sided, E11):
     the online median comes from the LM with a seed that never depends on the key;
   * per_key (offline, calibrated key): this key's Poisson-binomial null (K1; valid under
     independent sign bits; with context centring the larger of it and this key's exact tail under K1's context
-    law, K2; with global centring not valid on text whose sentences share a topic, K2);
+    law, K2; with global centring not valid on text whose sentences share a topic, K2). Where the key holds a
+    text-level null for the test and settings (``pmark calibrate``, K3), the result decides by the
+    calibration-conditional conformal rank of that p-value among the key's calibration texts of the same length,
+    valid whatever the dependence between a text's sentences (:mod:`pmark_impl.detection._text_null`) — for
+    every per-key test of every scheme, SemStamp's cell masses and plug-ins included;
   * soft: X4's exact law of the soft count given the text (each ``c`` is 1 or ``a`` w.p. ½) — like the hard
     test, exact averaged over keys, not for one key (its ``note`` says so). For a key calibrated with magnitude
     bands, offline, ``test="soft"`` decides by ``soft_per_key`` instead: the soft count against THIS key's null
@@ -157,7 +161,7 @@ def detect(
       alpha: level in (0, 1).
       test: which p-value is ``p_value`` (PMark modes): ``"hard"`` (exact binomial over keys, X3),
         ``"per_key"`` (offline, calibrated key: Poisson-binomial null of THIS key, K1; with context
-        centring made valid under its dependence, K2),
+        centring made valid under its dependence, K2; with the key's text-level null, its conformal rank, K3),
         ``"soft"`` or ``"soft_per_key"``. ``"soft"`` is the calibrated soft count: for a key calibrated with
         magnitude bands (``pmark calibrate``), offline, it resolves to ``"soft_per_key"`` — the
         per-key soft p-value of THIS key (:mod:`pmark_theory._per_key_soft`, K1 and X4), with X4's p-value
