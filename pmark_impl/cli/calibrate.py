@@ -283,7 +283,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     report_dir = Path(args.report) if args.report else None
     report_files = [report_dir / name for name in _REPORT_FILES] if report_dir is not None else []
     check_paths(  # before anything is read or computed; the report folder is created only when written
-        {"KEY": args.key, "--corpus": None if args.corpus == "builtin" else args.corpus},
+        {
+            "KEY": args.key,
+            "--corpus": None if args.corpus == "builtin" else args.corpus,
+            "--shift-corpus": None if args.shift_corpus in ("prompts", "none") else args.shift_corpus,
+        },
         {"--out key file": args.out}
         | {f"--report {role}": str(p) for role, p in zip(_REPORT_ROLES, report_files, strict=False)},
         args.force,

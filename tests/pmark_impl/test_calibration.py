@@ -825,3 +825,23 @@ def test_cli_calibrate_refuses_a_bad_corpus(tmp_path, capsys, cli_setup, content
     _one_error_line(capsys.readouterr().err, needle)
     assert not new.exists()
     assert calls["encoder"] == []  # refused before any model loads
+
+
+def test_cli_calibrate_shift_corpus_refused_before_any_model_loads(tmp_path, capsys, cli_setup):
+    # K3's second corpus is an input like --corpus: a missing file, or --out naming it, is one line and exit 2,
+    # before the encoder loads and with nothing written.
+    calls, key, key_path, corpus = cli_setup
+    base = ["calibrate", str(key_path), "--corpus", str(corpus)]
+    assert (
+        cli.main([*base, "--out", str(tmp_path / "n.json"), "--shift-corpus", str(tmp_path / "none.txt")])
+        == 2
+    )
+    _one_error_line(capsys.readouterr().err, "--shift-corpus")
+    other = tmp_path / "other.txt"
+    other.write_text("One sentence here. Two sentences here.\n", encoding="utf-8")
+    assert cli.main([*base, "--out", str(other), "--shift-corpus", str(other), "--force"]) == 2
+    _one_error_line(capsys.readouterr().err, "--shift-corpus")
+    assert other.read_text(encoding="utf-8").startswith("One sentence")
+    assert cli.main([*base, "--out", str(tmp_path / "n.json"), "--null-lengths", "0-3"]) == 2
+    assert "--null-lengths" in capsys.readouterr().err
+    assert calls["encoder"] == [] and not (tmp_path / "n.json").exists()
