@@ -52,28 +52,27 @@ OUTPUT_LEVELS = ("evidence", "channel", "sentence", "total", "decision")
 #: the p-value(s) and the total matching count, nothing per sentence or channel. Check S1 attacks this level.
 DEFAULT_OUTPUT_LEVEL = "total"
 #: Per output level: the number of detector queries (texts of T = 12 sentences) from which the strongest attack
-#: the toolkit knows (the chosen-text attack, :mod:`pmark_theory._chosen_text_attack`) recovers the key: the
+#: the toolkit has measured (the chosen-text attack: :mod:`pmark_theory._chosen_text_attack`, with adaptive decoding
+#: for ``"total"`` and ``"decision"``, :mod:`pmark_theory._chosen_text_adaptive_attack`) recovers the key: the
 #: smallest budget at which any measured key reached a mean ``|cos(recovered, true pivot)|`` of 0.9 (linear
 #: interpolation between measured budgets, rounded down to two significant digits), on simulated MiniLM-like
-#: embeddings (d = 384, b = 4, T = 12, ρ = 0.15; ``simulations._chosen_text.chosen_text_curve``,
-#: ``jax.random.key(7)`` and ``key(8)``, 3 keys each, the adaptive variant included; S1, ``docs/security.md``
-#: §3.1). Typical keys need up to about twice as many. ``"evidence"``: least squares, ``|cos| = √(n/d)`` for
-#: ``n < d`` sentences (0.9 from 26 texts). ``"decision"`` (only the verdict at α = 0.01): NO attack measured
-#: a leak (the correlation attack on texts at the threshold stayed at chance, |cos| ≤ 0.093 against ≈ 0.07,
-#: up to 4,000 queries); the figure is set to the ``"total"`` one because a decision is a function of the
-#: test statistic, so an attacker who reads decisions is never stronger than one who reads it; one bit per
-#: query also needs at least about 1,800 queries for |cos| 0.9 (information bound, ``docs/security.md`` §3.1).
-#: The ``"total"`` figure attacks ``N_g`` alone; the toolkit's default output also prints the soft statistics, which
-#: carry more than ``N_g`` (the soft total is recoverable from them): an attack on them could be faster, so the
-#: figure bounds the safe budget from above. Measured for offline PMark keys without centring (online, SemStamp
-#: and centred keys not attacked). With ``--test soft`` the decision is a function of the soft total, not ``N_g``.
-#: A detector that serves one key should warn when the key has answered this many queries.
+#: embeddings (d = 384, b = 4, T = 12, ρ = 0.15; ``simulations._chosen_text``, ``jax.random.key(7)`` and
+#: ``key(8)``, 3 keys each; S1, ``docs/security.md`` §3.1). Each figure is an UPPER BOUND on the safe budget: an
+#: attacker may do better. ``"evidence"``: least squares, ``|cos| = √(n/d)`` for ``n < d`` sentences (0.9 from 26
+#: texts). ``"total"``: adaptively chosen totals, 1.11–1.45 per probe (``benchmarks/measure_s1_adaptive.py``:
+#: earliest key 1,544, the 6 keys 1,544–2,209; 2,300 with a fixed pair of designs). ``"decision"`` (only the
+#: verdict at α = 0.01): padding of known offset, about 4 decisions per probe, the calibration's totals granted to
+#: the attacker (not counted), which favours it. The ``"total"`` figure attacks ``N_g`` alone; the toolkit's
+#: default output also prints the soft statistics, which carry more than ``N_g``: an attack on them could be
+#: faster. Measured for offline PMark keys without centring (online, SemStamp and centred keys not attacked).
+#: With ``--test soft`` the decision is a function of the soft total, not ``N_g``. A detector that serves one key
+#: should warn when the key has answered this many queries.
 QUERY_WARNING: dict[str, int] = {
     "evidence": 25,
     "channel": 97,
     "sentence": 840,
-    "total": 2300,
-    "decision": 2300,
+    "total": 1500,
+    "decision": 4700,
 }
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from pmark_theory import haar_pivots
 from pmark_theory._chosen_text import fit_pivots
+from pmark_theory._chosen_text_adaptive_attack import ADAPTIVE_LEVELS, attack_adaptive
 from pmark_theory._chosen_text_attack import AttackLog, Oracle, attack_level_chosen
 from pmark_theory._key_recovery import (
     OUTPUT_LEVELS,
@@ -43,7 +44,7 @@ from simulations._cluster import make_cluster_model
 from simulations._key_recovery import detector_outputs
 from simulations._universe import host_rng
 
-__all__ = ["ChosenTextCurve", "chosen_text_curve", "make_oracle"]
+__all__ = ["AdaptiveCurve", "ChosenTextCurve", "adaptive_curve", "chosen_text_curve", "make_oracle"]
 
 
 def make_oracle(emb: np.ndarray, pivots: Any, bits: Any, level: str, alpha: float = 0.01) -> Oracle:
@@ -53,7 +54,10 @@ def make_oracle(emb: np.ndarray, pivots: Any, bits: Any, level: str, alpha: floa
 
     def oracle(texts: np.ndarray) -> np.ndarray:
         texts = np.atleast_2d(np.asarray(texts, dtype=np.int64))
-        return detector_outputs(emb[texts], pivots, bits, alpha)[level]
+        q = texts.shape[0]
+        if q > 1:  # pad to a power of two rows (the count code compiles once per shape; rows are independent)
+            texts = np.concatenate([texts, np.repeat(texts[:1], (1 << (q - 1).bit_length()) - q, axis=0)])
+        return detector_outputs(emb[texts], pivots, bits, alpha)[level][:q]
 
     return oracle
 
@@ -107,6 +111,18 @@ def _perms(b: int):
     return itertools.permutations(range(b))
 
 
+def _instances(key: jax.Array, n_keys: int, d: int, b: int, t_len: int, rho: float, n_pool: int):
+    """Per secret key: ``(attacker rng, pivots, bits, pool embeddings, the filler's side of each pivot)``."""
+    for rep_key in jax.random.split(key, n_keys):
+        k_mu, k_x = jax.random.split(rep_key)
+        rng = host_rng(rep_key)
+        v = haar_pivots(rng, d, b)
+        bits = rng.integers(0, 2, size=(t_len, b))
+        mu = np.asarray(jax.random.normal(k_mu, (d,)))
+        emb = np.asarray(make_cluster_model(mu / np.linalg.norm(mu), rho).sample(k_x, n_pool))
+        yield rng, v, bits, emb, emb[0] @ v.T > 0
+
+
 def chosen_text_curve(
     key: jax.Array,
     budgets: Sequence[int],
@@ -145,14 +161,7 @@ def chosen_text_curve(
     shape = (len(levels), qs.size, n_keys)
     cos, cmin, acc = (np.full(shape, np.nan) for _ in range(3))
     over = np.zeros((len(levels), n_keys), dtype=np.int64)
-    for rep, rep_key in enumerate(jax.random.split(key, n_keys)):
-        k_mu, k_x = jax.random.split(rep_key)
-        rng = host_rng(rep_key)
-        v = haar_pivots(rng, d, b)
-        bits = rng.integers(0, 2, size=(t_len, b))
-        mu = np.asarray(jax.random.normal(k_mu, (d,)))
-        emb = np.asarray(make_cluster_model(mu / np.linalg.norm(mu), rho).sample(k_x, n_pool))
-        filler_side = emb[0] @ v.T > 0
+    for rep, (rng, v, bits, emb, filler_side) in enumerate(_instances(key, n_keys, d, b, t_len, rho, n_pool)):
         for li, lv in enumerate(levels):
             order = np.concatenate([[0], 1 + rng.permutation(n_pool - 1)])
             oracle = make_oracle(emb, v, bits, lv, alpha)
@@ -166,3 +175,77 @@ def chosen_text_curve(
                     lv, log, int(q), emb, v, b, rng, filler_side
                 )
     return ChosenTextCurve(tuple(levels), qs, cos, cmin, acc, over, d, b, t_len, float(rho), float(alpha))
+
+
+class AdaptiveCurve(NamedTuple):
+    """The adaptive decoders' curve (S1): ``cosine`` / ``min_cosine`` / ``label_accuracy`` ``[L, B, R]`` as in
+    :class:`ChosenTextCurve` (budgets in counted queries: ``decision`` counts decisions only),
+    ``queries_per_probe`` ``[L, R]`` (mean over the adaptively decoded probes), ``overhead`` ``[L, R]`` (counted
+    queries before the first adaptive probe), ``calibration_totals`` ``[L, R]`` (``decision``: totals granted to
+    the attacker for calibration, not counted), and the setting."""
+
+    levels: tuple[str, ...]
+    budgets: np.ndarray
+    cosine: np.ndarray
+    min_cosine: np.ndarray
+    label_accuracy: np.ndarray
+    queries_per_probe: np.ndarray
+    overhead: np.ndarray
+    calibration_totals: np.ndarray
+    d: int
+    b: int
+    n_sentences: int
+    rho: float
+    alpha: float
+
+
+def adaptive_curve(
+    key: jax.Array,
+    budgets: Sequence[int],
+    *,
+    d: int = 384,
+    b: int = 4,
+    n_sentences: int = 12,
+    rho: float = 0.15,
+    n_keys: int = 3,
+    levels: Sequence[str] = ADAPTIVE_LEVELS,
+    alpha: float = 0.01,
+    pool_size: int | None = None,
+) -> AdaptiveCurve:
+    """Mean ``|cos|`` of the adaptive chosen-text decoders against the queries counted, per level (S1).
+
+    Same keys, pools and scoring as :func:`chosen_text_curve` for the same ``key`` (the attack:
+    :func:`pmark_theory._chosen_text_adaptive_attack.attack_adaptive`).
+
+    Args:
+      key, budgets, d, b, n_sentences, rho, n_keys, alpha, pool_size: as :func:`chosen_text_curve`.
+      levels: ``"total"`` and/or ``"decision"``.
+    """
+    qs = np.asarray(sorted({check_positive_int("budget", q) for q in budgets}), dtype=np.int64)
+    if qs.size == 0:
+        raise PMarkValueError("budgets must name at least one number of queries")
+    d, b, t_len = check_positive_int("d", d), check_positive_int("b", b), check_positive_int("T", n_sentences)
+    for lv in levels:
+        if lv not in ADAPTIVE_LEVELS:
+            raise PMarkValueError(f"level must be one of {ADAPTIVE_LEVELS}, got {lv!r}")
+    n_pool = pool_size or int(max(qs[-1] * 2, 4000) + 1000)
+    shape = (len(levels), qs.size, n_keys)
+    cos, cmin, acc = (np.full(shape, np.nan) for _ in range(3))
+    qpp = np.full((len(levels), n_keys), np.nan)
+    over, cal = (np.zeros((len(levels), n_keys), dtype=np.int64) for _ in range(2))
+    for rep, (rng, v, bits, emb, filler_side) in enumerate(_instances(key, n_keys, d, b, t_len, rho, n_pool)):
+        for li, lv in enumerate(levels):
+            order = np.concatenate([[0], 1 + rng.permutation(n_pool - 1)])
+            oracle = make_oracle(emb, v, bits, lv, alpha)
+            total = make_oracle(emb, v, bits, "total", alpha)
+            log = attack_adaptive(lv, oracle, order, t_len, b, int(qs[-1]), rng, total=total)
+            over[li, rep], cal[li, rep] = log.overhead, log.calibration_totals
+            if log.per_probe.size:
+                qpp[li, rep] = float(np.mean(log.per_probe))
+            for bi, q in enumerate(qs):
+                cos[li, bi, rep], cmin[li, bi, rep], acc[li, bi, rep] = _score(
+                    "total", log, int(q), emb, v, b, rng, filler_side
+                )
+    return AdaptiveCurve(
+        tuple(levels), qs, cos, cmin, acc, qpp, over, cal, d, b, t_len, float(rho), float(alpha)
+    )

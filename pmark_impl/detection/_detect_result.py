@@ -82,9 +82,9 @@ DETECTOR_OUTPUT_LEVELS = ("evidence", DEFAULT_OUTPUT_LEVEL, DECISION_LEVEL)
 #: Printed with every ``decision`` record: what a decision still reveals.
 DECISION_NOTE = (
     "only the decision at alpha is printed (no p-value, count or per-sentence figure). A decision is still a "
-    "one-bit function of the detector's statistic: whoever submits chosen texts can locate the threshold and, "
-    "in principle, learn the key from decisions alone, only more slowly than from the statistic "
-    "(docs/security.md). With a key, count the queries it answers (pmark detect --count-queries) and rotate it "
+    "one-bit function of the detector's statistic: whoever submits chosen texts can locate the threshold and "
+    "learn the key from decisions alone, only more slowly than from the statistic (docs/security.md). With a "
+    "key, count the queries it answers (pmark detect --count-queries) and rotate it "
     "at the budget."
 )
 if DEFAULT_OUTPUT_LEVEL != "total":  # S1 attacks the constant; this module must print what it names
@@ -246,11 +246,11 @@ def decision_record(result: Any, alpha: float | None = None) -> dict[str, Any]:
     What it still leaks (:data:`DECISION_NOTE`, docs/security.md): the decision is a one-bit function of the
     matching count, ``1{N_g >= c_α}``. A chosen-text attacker can still locate the threshold ``c_α`` and then
     read, query by query, on which side of it a crafted text falls — the same key-dependent threshold functions
-    the total count reveals, one bit at a time — so the key can in principle be learnt from decisions too, only
-    with more queries: one bit per query needs at least about 1,800 texts for ``|cos| 0.9`` (an information
-    bound), and the attacks measured so far stayed at chance on decisions (S1). The counter's budget
-    ``pmark_theory._key_recovery.QUERY_WARNING["decision"]`` is therefore set to the total level's, an early
-    warning (:mod:`pmark_impl.detection._queries`).
+    the total count reveals, one bit at a time — so the key can be learnt from decisions too, with more
+    queries: the decision-level attack (a probe decoded from about 4 threshold decisions, S1) reaches
+    ``|cos| 0.9`` from about 4,700 decisions in simulation. The counter's budget
+    ``pmark_theory._key_recovery.QUERY_WARNING["decision"]`` is that measured figure, an upper bound on the safe
+    budget (:mod:`pmark_impl.detection._queries`).
 
     Args:
       result: a detection result (an object with ``verdict`` and ``alpha``) or its printed record (a mapping).

@@ -2,8 +2,10 @@
 
 Every output level of the detector leaks the key to whoever submits chosen texts, given enough queries (S1):
 :data:`pmark_theory._key_recovery.QUERY_WARNING` holds, per output level, the number of queries at which the
-strongest chosen-text attack the toolkit knows recovers the pivots (mean ``|cos| >= 0.9``). A provider who answers
-queries with a key records each one here and is warned when that budget is spent: rotate the key then.
+strongest chosen-text attack the toolkit has measured recovers the pivots (mean ``|cos| >= 0.9``; totals: the
+adaptive decoder, about 1,500; decisions: about 4,700). Each is an UPPER BOUND on the safe budget: an attacker may
+do better. A provider who answers queries with a key records each one here and is warned when that budget is
+spent: rotate the key then.
 
 **Opt-in.** Nothing is counted unless asked: :class:`QueryCounter` in Python, ``pmark detect --count-queries
 STATE`` on the command line. The key holder's own runs without the option are never counted, and nothing is written
@@ -22,9 +24,9 @@ many keys.
 **Budget.** With ``n_l`` queries answered at level ``l`` and thresholds ``Q_l`` (``QUERY_WARNING``), the budget
 used is ``Σ_l n_l / Q_l`` (exact fractions): for one level it reaches 1 exactly at the ``Q_l``-th query. A
 warning is due once per crossing of each whole number (1, 2, …): ``warned`` stores the last one warned. The
-decision level's budget is the total level's (``QUERY_WARNING`` sets it so, and it is the fallback when the table
-has no entry for it): a decision is a function of the detector's statistic, so it leaks no faster — an early warning, since no
-measured attack has yet recovered a key from decisions alone.
+decision level has its own measured budget (the adaptive decision attack: about 4 decisions per probe); when the
+table has no entry for it, the total level's is used (a decision is a function of the detector's statistic, so it
+leaks no faster than the statistic: the smaller figure is the safe fallback).
 
 **Concurrency.** Each update takes an exclusive ``flock`` on the state file (waiting at most ``timeout``
 seconds), reads it, and replaces it atomically (:func:`pmark_theory._files.write_atomic`: temporary file, fsync,
@@ -118,7 +120,7 @@ class QueryStatus(NamedTuple):
       level: the output level the query was answered at.
       queries: the queries answered at ``level`` with this key, this one included.
       threshold: ``QUERY_WARNING[level]``: the queries at which the strongest measured attack on that level
-        recovers the key.
+        recovers the key (an upper bound on the safe budget).
       counts: the queries answered with this key at each level.
       budget_used: ``Σ_l counts[l] / threshold_l`` (1: the budget of docs/security.md is spent).
       over_budget: ``budget_used >= 1``, computed exactly.
@@ -141,7 +143,8 @@ class QueryStatus(NamedTuple):
             f"key {self.key_id} has answered {n} detection quer{'y' if n == 1 else 'ies'} at the {self.level!r} "
             f"output level ({sum(self.counts.values())} at all levels, {self.budget_used:.2f} of its budget); "
             f"the budget of this level is {self.threshold} queries, where the strongest measured chosen-text "
-            "attack recovers the key (QUERY_WARNING; S1, docs/security.md): rotate the key (pmark keygen)"
+            "attack recovers the key (QUERY_WARNING; S1, docs/security.md; an upper bound on the safe budget: an "
+            "attacker may do better): rotate the key (pmark keygen)"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from pmark_theory import _key_recovery
 
 SENTENCES = universe(300)
 BUDGET = {"evidence": 2, "channel": 4, "sentence": 6, "total": 3, "decision": 5}
+#: The module's own table, read before any test patches it.
+MEASURED = dict(_key_recovery.QUERY_WARNING)
 
 
 @pytest.fixture(autouse=True)
@@ -337,3 +339,22 @@ def test_cli_refuses_counting_keyless_simmark_and_a_missing_budget(
     assert cli.main([*argv, text]) == 2
     assert "no measured query budget" in capsys.readouterr().err
     assert fakes == {"encoder": [], "sampler": []} and not (tmp_path / "q.json").exists()
+
+
+def test_the_shipped_budget_follows_the_strongest_measured_attacks(monkeypatch, tmp_path, key):
+    """S1 (docs/security.md §3.1, benchmarks/results/studies/s1_adaptive.json): the adaptive total decoder's
+    earliest key at mean |cos| 0.9 was 1,544 queries (6 keys; 1.11–1.45 totals per probe), the decision attack's
+    4,752 decisions (3.64–3.99 per probe); each figure is that crossing rounded down to two significant digits. Exact thresholds: the
+    counter warns on the 1,500th total query and on no other before it."""
+    monkeypatch.setattr(_key_recovery, "QUERY_WARNING", dict(MEASURED))
+    th = warning_thresholds()
+    assert th["total"] == 1500 and th["decision"] == 4700
+    assert th["evidence"] < th["total"] < 2300 < th["decision"]  # below the former total figure (issue 35)
+    assert _key_recovery.QUERY_WARNING["sentence"] < th["total"]
+    counter = QueryCounter(tmp_path / "q.json")
+    s = counter.record(key, "total", n=1499)
+    assert not s.over_budget and s.crossed is False
+    s = counter.record(key, "total")
+    assert s.crossed and s.over_budget and s.threshold == 1500 and "upper bound" in s.warning()
+    s = counter.record(key, "decision", n=4700)  # one more whole budget: warned again, once
+    assert s.crossed and s.budget_used == pytest.approx(2.0)
