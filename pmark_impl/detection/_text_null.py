@@ -14,9 +14,11 @@ p-value. What each printed number is exact for is stated in ``statistics["text_n
 * ``p_tail_estimate``: below the resolution, a probit-normal model's extension (a model: never decided on);
 * ``p_independent``: the test's own p-value, which assumes independent sentences (K1) or K1's context law (K2).
 
-A text longer than the longest calibrated length is tested on its first sentences (a valid test of fewer
-sentences); a text shorter than the shortest, or a level α below the null's resolution
-(:func:`pmark_theory._text_null.supports`), gets "not enough evidence" with the reason, not a decision.
+A text is tested on its first ``L`` sentences, ``L`` the longest calibrated length not above its own whose null
+supports α (:func:`pmark_theory._text_null.supports`; a choice made from α and the null's sizes, never from the
+text, so a test of fewer sentences keeps the guarantee): a text longer than the longest calibrated length, or
+one whose own length has too few calibration texts for α. A text shorter than the shortest length, or with no
+supported length, gets "not enough evidence" with the reason, not a decision.
 Only results built by :func:`pmark_impl.schemes.decide` (a :class:`DetectionResult`) can take a text-level null.
 """
 
@@ -149,6 +151,19 @@ def _with_null(
     )
 
 
+def _length_for(tn: Any, n_sentences: int, alpha: float, confidence: float) -> int | None:
+    """The length a text of ``n_sentences`` is tested at: the longest calibrated length ``<= n_sentences`` whose
+    null supports ``alpha``; else the longest calibrated one (to report its p-value, undecided); else ``None``.
+
+    The choice depends on ``alpha`` and the null's sizes only, never on the text, so testing the first sentences
+    of a longer text keeps the guarantee (a test of fewer sentences)."""
+    fits = [t for t in tn.lengths if t <= n_sentences]
+    if not fits:
+        return None
+    ok = [t for t in fits if supports(alpha, tn.n_texts(t), confidence)]
+    return max(ok) if ok else max(fits)
+
+
 def apply_text_nulls(scheme: Any, request: Any, results: list[Any], run: Any) -> list[Any]:
     """``results`` decided by the key's text-level null where it has one for this detection (module docstring).
 
@@ -183,7 +198,7 @@ def apply_text_nulls(scheme: Any, request: Any, results: list[Any], run: Any) ->
             for r in results
         ]
     tn = null.null
-    used = [tn.usable_length(len(s)) for s in request.sentences]
+    used = [_length_for(tn, len(s), results[0].alpha, null.confidence) for s in request.sentences]
     raw = [raw_pvalue(r) for r in results]
     long_ix = [i for i, (s, u) in enumerate(zip(request.sentences, used, strict=True)) if u and u < len(s)]
     if long_ix:
@@ -218,7 +233,10 @@ def apply_text_nulls(scheme: Any, request: Any, results: list[Any], run: Any) ->
             "independent sentences (K1/K2)",
         }
         if u < len(s):
-            info["note"] += f"; tested on the first {u} of {len(s)} sentences (the longest calibrated length)"
+            info["note"] += (
+                f"; tested on the first {u} of {len(s)} sentences (the longest calibrated length whose null "
+                "supports alpha)"
+            )
         reason = ""
         if not supports(r.alpha, n, null.confidence):
             reason = (

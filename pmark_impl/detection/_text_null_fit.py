@@ -26,7 +26,7 @@ from pmark_impl._corpus import Document, corpus_fingerprint, split_documents
 from pmark_impl.keys._keys import WatermarkKey, check_key
 from pmark_impl.keys._text_nulls import MAX_NULL_LENGTH, MAX_NULL_TEXTS, KeyTextNull
 from pmark_impl.sampling._context import embed
-from pmark_theory._text_null import DEFAULT_NULL_CONFIDENCE, make_text_null, supports
+from pmark_theory._text_null import DEFAULT_NULL_CONFIDENCE, make_text_null
 from pmark_theory._validate import PMarkValueError, check_unit_interval
 
 __all__ = [
@@ -178,15 +178,15 @@ def fit_text_null(
     return key.with_text_null(null), null
 
 
-def _rates(p: np.ndarray, alphas: Sequence[float]) -> dict[str, Any]:
+def _rate(k: int, n: int) -> dict[str, Any]:
     from pmark_impl.keys._calibrate import clopper_pearson
 
-    out = {}
-    for a in alphas:
-        k, n = int((p <= a).sum()), len(p)
-        out[str(a)] = {"rejected": k, "n_texts": n, "rate": k / n if n else float("nan")}
-        out[str(a)]["interval"] = clopper_pearson(k, n) if n else (0.0, 1.0)
-    return out
+    interval = clopper_pearson(k, n) if n else (0.0, 1.0)
+    return {"rejected": k, "n_texts": n, "rate": k / n if n else float("nan"), "interval": interval}
+
+
+def _rates(p: np.ndarray, alphas: Sequence[float]) -> dict[str, Any]:
+    return {str(a): _rate(int((p <= a).sum()), len(p)) for a in alphas}
 
 
 def measure_text_null(
@@ -214,8 +214,11 @@ def measure_text_null(
         where a document's opening differs from its body); default every disjoint window.
 
     Returns:
-      ``{"n_texts", "length", "independent": {alpha: rate}, "text_null": {alpha: rate}, "unsupported": [alpha]}``
-      with Clopper–Pearson 95% intervals; ``unsupported`` lists the levels the null cannot decide at.
+      ``{"n_texts", "n_documents", "windows", "length", "independent": {alpha: rate}, "text_null": {alpha: rate},
+      "unsupported": [alpha], "length_tested": {alpha: [lengths]}}`` with Clopper–Pearson 95% intervals. The
+      text-level rate is the share of texts the detector calls watermarked at that level (it tests a shorter
+      prefix where the null of the full length cannot support α); ``unsupported`` lists the levels at which it
+      could not decide some text.
     """
     from pmark_impl.detection._detect import detect_many
 
@@ -228,18 +231,27 @@ def measure_text_null(
         k: v for k, v in dict(options or {}).items() if k not in ("alpha", "min_sentences", "progress")
     }
     p_ind = np.asarray(_raw_pvalues(key.without_text_nulls(), texts, lookup, options))
-    res = detect_many(key, texts, lookup, **{**options, "alpha": 0.5, "min_sentences": 1})
-    info = [r.statistics.get("text_null", {}) for r in res]
-    if not all(i.get("applied") for i in info):
-        raise PMarkValueError("the key has no text-level null for these detection options (or this length)")
-    p_null = [i["p_value"] for i in info]
-    unsupported = [str(a) for a in alphas if not supports(a, info[0]["n_texts"], info[0]["confidence"])]
+    rates: dict[str, Any] = {}
+    unsupported, tested = [], {}
+    # what the detector decides at each level (it may test a shorter prefix at a small alpha)
+    for a in alphas:
+        res = detect_many(key, texts, lookup, **{**options, "alpha": a, "min_sentences": 1})
+        info = [r.statistics.get("text_null", {}) for r in res]
+        if not all(i.get("applied") for i in info):
+            raise PMarkValueError(
+                "the key has no text-level null for these detection options (or this length)"
+            )
+        if any(r.verdict == "not enough evidence" for r in res):
+            unsupported.append(str(a))
+        tested[str(a)] = sorted({int(i["length_tested"]) for i in info})
+        rates[str(a)] = _rate(sum(r.verdict == "watermarked" for r in res), len(res))
     return {
         "n_texts": len(texts),
         "n_documents": sum(len(d.sentences) >= int(length) for d in docs),
         "windows": "first" if first_only else "all",
         "length": int(length),
         "independent": _rates(p_ind, alphas),
-        "text_null": _rates(np.asarray(p_null), alphas),
+        "text_null": rates,
         "unsupported": unsupported,
+        "length_tested": tested,
     }

@@ -83,6 +83,14 @@ def test_unsupported_alpha_longer_and_shorter_texts_and_other_settings(calibrate
     text = list(docs[0].sentences[:8])
     r = detect(nk, text, enc, test="per_key", alpha=0.001)  # resolution 1 - 0.05**(1/n) > 0.001
     assert r.verdict == "not enough evidence" and "exceeds alpha = 0.001" in r.reason and r.p_value == 1.0
+    n4, n8 = null.null.n_texts(4), null.null.n_texts(8)
+    mid = 0.5 * (1 - 0.05 ** (1 / n4)) + 0.5 * (1 - 0.05 ** (1 / n8))  # supported at T = 4, not at T = 8
+    r_mid = detect(nk, text, enc, test="per_key", alpha=mid)
+    assert r_mid.statistics["text_null"]["length_tested"] == 4 and r_mid.verdict != "not enough evidence"
+    assert (
+        r_mid.statistics["text_null"]["p_value"]
+        == detect(nk, text[:4], enc, test="per_key").statistics["text_null"]["p_value"]
+    )
     long_text = list(docs[1].sentences[:11])
     r_long = detect(nk, long_text, enc, test="per_key", alpha=0.05)
     r_prefix = detect(nk, long_text[:8], enc, test="per_key", alpha=0.05)
