@@ -830,7 +830,7 @@ def test_cli_calibrate_refuses_a_bad_corpus(tmp_path, capsys, cli_setup, content
 def test_cli_calibrate_shift_corpus_refused_before_any_model_loads(tmp_path, capsys, cli_setup):
     # K3's second corpus is an input like --corpus: a missing file, or --out naming it, is one line and exit 2,
     # before the encoder loads and with nothing written.
-    calls, key, key_path, corpus = cli_setup
+    calls, _key, key_path, corpus = cli_setup
     base = ["calibrate", str(key_path), "--corpus", str(corpus)]
     assert (
         cli.main([*base, "--out", str(tmp_path / "n.json"), "--shift-corpus", str(tmp_path / "none.txt")])

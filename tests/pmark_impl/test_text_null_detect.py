@@ -79,7 +79,7 @@ def test_applied_pvalue_is_the_conditional_rank_of_the_detectors_own_pvalue(cali
 
 
 def test_unsupported_alpha_longer_and_shorter_texts_and_other_settings(calibrated):
-    ck, nk, null, docs, enc = calibrated
+    _ck, nk, null, docs, enc = calibrated
     text = list(docs[0].sentences[:8])
     r = detect(nk, text, enc, test="per_key", alpha=0.001)  # resolution 1 - 0.05**(1/n) > 0.001
     assert r.verdict == "not enough evidence" and "exceeds alpha = 0.001" in r.reason and r.p_value == 1.0
