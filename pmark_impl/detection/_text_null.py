@@ -134,12 +134,9 @@ def _with_null(
     result: DetectionResult, p: float | None, info: dict[str, Any], reason: str
 ) -> DetectionResult:
     stats_ = {**result.statistics, "text_null": info}
-    if (
-        result.verdict == VERDICT_NOT_ENOUGH
-        and result.reason
-        and "sentence(s) after the prompt" in result.reason
-    ):
-        reason = result.reason  # too few sentences stays the reason
+    min_sentences = result.settings.get("min_sentences")
+    if isinstance(min_sentences, int) and result.n_sentences < min_sentences:
+        reason = result.reason  # too few sentences for the detector stays the reason
     if reason or p is None:
         verdict, p_out = VERDICT_NOT_ENOUGH, 1.0
     else:

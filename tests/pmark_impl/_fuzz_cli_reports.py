@@ -34,6 +34,8 @@ def calibrate_cases(draw: Any, assets: Assets) -> CliCase:
     c.opt("--text-sentences", (None, "2", "8"), ("1", "1001"))
     c.opt("--held-out", (None, "0.5"), ("0", "1", "nan"), odd=("0.01", "0.99"))
     c.opt("--encoder", (None,), (DIM16,))
+    c.opt("--null-lengths", (None, "2-4", "3,5"), ("0-3", "2-99", "x"), odd=("8",))  # K3's text-level null
+    c.opt("--shift-corpus", (None, "none"), ("no-such-corpus.txt",))
     out = c.out_file("--out", "new.key")
     if simple_file(out):
         c.secret.append(out.arg)
