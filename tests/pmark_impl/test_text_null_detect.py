@@ -97,7 +97,9 @@ def test_unsupported_alpha_longer_and_shorter_texts_and_other_settings(calibrate
     assert r_long.statistics["text_null"]["length_tested"] == 8
     assert r_long.statistics["text_null"]["p_value"] == r_prefix.statistics["text_null"]["p_value"]
     r_few = detect(nk, long_text[:5], enc, test="per_key", alpha=0.05, min_sentences=6)
-    assert r_few.verdict == "not enough evidence" and "at least 6 are needed" in r_few.reason  # detector's rule
+    assert (
+        r_few.verdict == "not enough evidence" and "at least 6 are needed" in r_few.reason
+    )  # detector's rule
     r_short = detect(nk, long_text[:3], enc, test="per_key", alpha=0.05)
     assert r_short.verdict == "not enough evidence" and "starts at 4 sentences" in r_short.reason
     other = detect(nk, text, enc, test="per_key", alpha=0.05, channels=2)  # another detection: not applied
