@@ -268,7 +268,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     dev = {"device": device} if device else {}
     encoder = models.load_encoder(args.encoder, **dev)
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
-    key, key_calibration = evaluate_inputs.calibrate_key(args, key, encoder, runs, config.alphas)
+    key, key_calibration = evaluate_inputs.calibrate_key(
+        args, key, encoder, runs, config.alphas, config.max_sentences
+    )
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **dev)
     model_name = evaluate_inputs.model_label(args.model, getattr(sampler, "model", None))  # what was loaded
     limit = _context_limit(sampler)

@@ -140,14 +140,17 @@ def calibrations(args: argparse.Namespace, encoder: Any, runs: Any) -> dict[str,
 
 
 def calibrate_key(
-    args: argparse.Namespace, key: Any, encoder: Any, runs: Any, alphas: Any
+    args: argparse.Namespace, key: Any, encoder: Any, runs: Any, alphas: Any, max_sentences: int = 16
 ) -> tuple[Any, dict]:
     """The evaluation key calibrated for every run's scheme whose calibration is stored in the key
     (``SchemeCalibration.fit_key``, K1), on the built-in corpus's calibration half, and the record of it
     (``config.json``'s ``key_calibration``: on/off and each fit's held-out FPR at ``alphas`` with its interval).
 
     ``--uncalibrated-key`` keeps the key as given (a ``--key-seed`` key is then uncalibrated: the paper's protocol).
-    The corpus is embedded once for all fits.
+    The corpus is embedded once for all fits. Where the run's default test is one of the scheme's per-key tests
+    (``SchemeCalibration.null_tests`` names ``None``: SemStamp's and k-SemStamp's green count), its text-level
+    null is fitted too, for lengths 2 to ``max_sentences`` (K3), so the evaluation decides as a deployed,
+    calibrated key would.
     """
     import json
 
@@ -188,10 +191,28 @@ def calibrate_key(
         except PMarkValueError as exc:
             raise PMarkValueError(f"calibrating the evaluation key for {scheme.name}: {exc} (--uncalibrated-key "
                                   "evaluates the key as given)") from None  # fmt: skip
-        fits.append({"scheme": scheme.name, "calibration": cal.name, "settings": shown, **report["held_out_fpr"],
-                     "n_held_out_texts": report.get("n_held_out_texts")})  # fmt: skip
+        fit = {"scheme": scheme.name, "calibration": cal.name, "settings": shown, **report["held_out_fpr"],
+               "n_held_out_texts": report.get("n_held_out_texts")}  # fmt: skip
+        if None in cal.null_tests:  # K3: the default test's text-level null
+            key, fit["text_null"] = _fit_null(
+                key, encoder, documents, scheme, run, settings, max_sentences, embed_fn
+            )
+        fits.append(fit)
     record = {"calibrated": True, "corpus": "builtin", "corpus_fingerprint": corpus_fingerprint(documents)}
     return key, {**record, "fits": fits}
+
+
+def _fit_null(key, encoder, documents, scheme, run, settings, max_sentences, embed_fn) -> tuple[Any, dict]:
+    """The key with the text-level null of ``run``'s default test (K3) and its record."""
+    from pmark_impl.detection._text_null_fit import fit_text_null
+    from pmark_impl.schemes._settings import scheme_options
+
+    detect = {o.name: settings[o.name] for o in scheme_options(scheme, "detect") if o.name in settings}
+    options = {"scheme": scheme, "channels": run.channels, **detect}
+    lengths = tuple(range(2, max(2, int(max_sentences)) + 1))
+    key, null = fit_text_null(key, encoder, documents, options=options, lengths=lengths, embed_fn=embed_fn)
+    n_texts = {str(t): len(p) for t, p in zip(null.null.lengths, null.null.null_p, strict=True)}
+    return key, {"test": null.test, "signature": null.signature, "n_texts": n_texts}
 
 
 def check_calibration_names(args: argparse.Namespace, runs: Any) -> None:

@@ -96,6 +96,10 @@ def _record(result: Any, scheme: Any) -> dict[str, Any]:
         "verdict": result.verdict,
         "n_sentences": int(rec.get("n_sentences", getattr(result, "n_sentences", 0))),
     }
+    stats_ = getattr(result, "statistics", None)
+    null = stats_.get("text_null") if isinstance(stats_, dict) else None
+    if null is not None:  # K3: the verdict's p-value is the key's text-level one
+        out["text_null"] = {k: null.get(k) for k in ("applied", "p_value", "length_tested", "n_texts")}
     out.update((k, v) for k, v in rec.items() if k not in out)
     return out
 

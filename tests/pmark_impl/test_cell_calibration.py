@@ -425,6 +425,9 @@ def test_evaluate_calibrates_its_key_by_default(tmp_path, monkeypatch, capsys):
     units = [json.loads(p.read_text()) for p in (out / "units").rglob("*.json")]
     dets = [u["human_detection"] for u in units if u.get("human_detection")]
     assert dets and all(d["null_p"] is None for d in dets)  # the calibrated null: no single g/M per bit
+    # K3: the green count's text-level null is fitted too and decides every detection of 2+ sentences
+    assert fit["text_null"]["test"] == "green-count" and set(fit["text_null"]["n_texts"]) == {"2", "3", "4"}
+    assert all(d["text_null"]["applied"] for d in dets if d["n_sentences"] >= 2)
     # --uncalibrated-key: the paper's protocol, recorded; a calibrated folder is not resumed with it
     assert cli.main([*base, "--out", str(out), "--uncalibrated-key"]) == 2
     assert "key_calibration" in capsys.readouterr().err
