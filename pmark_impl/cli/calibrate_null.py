@@ -11,6 +11,7 @@ encyclopedic documents of ``pmark evaluate``), and warns where the key's rate mo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,8 @@ def fit_nulls(
 
     report: dict[str, Any] = {}
     warnings: list[str] = []
+    # this scheme's earlier nulls were fitted with the key's earlier calibration: recalibrating replaces them
+    key = dataclasses.replace(key, text_nulls=tuple(n for n in key.text_nulls if n.scheme != scheme.name))
     tests = (None,) if scheme.calibration is None else scheme.calibration.null_tests
     for test in tests:
         options = {"scheme": scheme, "test": test, **settings}

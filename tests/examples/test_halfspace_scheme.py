@@ -195,6 +195,14 @@ def test_cli_calibrate_fits_the_plugins_text_level_null(cli_world, tmp_path, cap
 
     key = load_key(new)
     assert [(n.scheme, n.null.lengths) for n in key.text_nulls] == [("halfspace", (2, 3, 4))]
+    again = (
+        tmp_path / "k3.json"
+    )  # recalibrating a calibrated key replaces the scheme's null, never stacks them
+    rc = cli.main(["calibrate", str(new), "--scheme", SPEC, "--corpus", str(corpus), "--out", str(again),
+                   "--null-lengths", "2-3", "--shift-corpus", "none"])  # fmt: skip
+    assert rc == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert [(n.scheme, n.null.lengths) for n in load_key(again).text_nulls] == [("halfspace", (2, 3))]
     text = tmp_path / "t.txt"
     text.write_text("Paragraph 7 line 0 is human prose. Paragraph 7 line 1 is human prose. A third one.")
     assert cli.main(["detect", "--key", str(new), "--scheme", SPEC, "--alpha", "0.05", str(text)]) == 0

@@ -845,3 +845,17 @@ def test_cli_calibrate_shift_corpus_refused_before_any_model_loads(tmp_path, cap
     assert cli.main([*base, "--out", str(tmp_path / "n.json"), "--null-lengths", "0-3"]) == 2
     assert "--null-lengths" in capsys.readouterr().err
     assert calls["encoder"] == [] and not (tmp_path / "n.json").exists()
+
+
+def test_cli_recalibration_replaces_the_schemes_text_level_nulls(tmp_path, capsys, cli_setup):
+    # K3: a null is fitted with the key's calibration of the time (its signature names the centre); recalibrating
+    # replaces the scheme's nulls instead of keeping stale ones beside the new (they would never apply again).
+    _, _, key_path, corpus = cli_setup
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    base = ["--corpus", str(corpus), "--null-lengths", "2-3", "--shift-corpus", "none", "--accept-high-fpr"]
+    assert cli.main(["calibrate", str(key_path), "--out", str(first), *base]) == 0, capsys.readouterr().err
+    assert cli.main(["calibrate", str(first), "--out", str(second), "--centring", "global", *base]) == 0
+    capsys.readouterr()
+    old, new = load_key(first, expected_dim=32), load_key(second, expected_dim=32)
+    assert sorted(n.test for n in new.text_nulls) == ["per_key", "soft_per_key"]
+    assert not {n.signature for n in new.text_nulls} & {n.signature for n in old.text_nulls}
