@@ -157,6 +157,7 @@ def calibrate_key(
     import numpy as np
 
     from pmark_impl._corpus import builtin_documents, corpus_fingerprint
+    from pmark_impl.cli.calibrate_null import caching_embed
     from pmark_impl.sampling._context import embed
     from pmark_impl.schemes import get_scheme, resolve_settings
     from pmark_impl.schemes._settings import scheme_options
@@ -164,13 +165,12 @@ def calibrate_key(
     if args.uncalibrated_key:
         return key, {"calibrated": False}
     documents = builtin_documents()
-    cache: dict[str, np.ndarray] = {}
 
-    def embed_fn(sentences: list[str]) -> np.ndarray:
-        new = list(dict.fromkeys(s for s in sentences if s not in cache))
-        for i in range(0, len(new), 256):
-            cache.update(zip(new[i : i + 256], embed(encoder, new[i : i + 256], key.dim), strict=True))
-        return np.array([cache[s] for s in sentences]).reshape(len(sentences), key.dim)
+    def embed_new(sentences: list[str]) -> np.ndarray:
+        parts = [embed(encoder, sentences[i : i + 256], key.dim) for i in range(0, len(sentences), 256)]
+        return np.concatenate(parts) if parts else np.zeros((0, key.dim))
+
+    embed_fn = caching_embed(embed_new, key.dim)  # every fit (and text-level null) embeds a sentence once
 
     fits, done = [], set()
     for run in runs:

@@ -152,8 +152,8 @@ def _length_for(tn: Any, n_sentences: int, alpha: float, confidence: float) -> i
     """The length a text of ``n_sentences`` is tested at: the longest calibrated length ``<= n_sentences`` whose
     null supports ``alpha``; else the longest calibrated one (to report its p-value, undecided); else ``None``.
 
-    The choice depends on ``alpha`` and the null's sizes only, never on the text, so testing the first sentences
-    of a longer text keeps the guarantee (a test of fewer sentences)."""
+    The choice depends on ``alpha``, the null's sizes and the text's length only, never on its content, so testing
+    the first sentences of a longer text keeps the guarantee (a test of fewer sentences)."""
     fits = [t for t in tn.lengths if t <= n_sentences]
     if not fits:
         return None

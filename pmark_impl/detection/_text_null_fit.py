@@ -27,7 +27,7 @@ from pmark_impl.keys._keys import WatermarkKey, check_key
 from pmark_impl.keys._text_nulls import MAX_NULL_LENGTH, MAX_NULL_TEXTS, KeyTextNull
 from pmark_impl.sampling._context import embed
 from pmark_theory._text_null import DEFAULT_NULL_CONFIDENCE, make_text_null
-from pmark_theory._validate import PMarkValueError, check_unit_interval
+from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
 __all__ = [
     "DEFAULT_NULL_LENGTHS",
@@ -59,7 +59,12 @@ class LookupEncoder:
 
 def text_windows(documents: Sequence[Document], length: int, *, first_only: bool = False) -> list[list[str]]:
     """Disjoint windows of ``length`` consecutive sentences of each document, in corpus order (``first_only``:
-    the first window of each document, so that texts are independent)."""
+    the first window of each document, so that texts are independent).
+
+    Raises:
+      PMarkValueError: ``length`` not an integer ``>= 1``.
+    """
+    length = check_positive_int("length", length)
     out: list[list[str]] = []
     for d in documents:
         starts = range(0, len(d.sentences) - length + 1, length)
@@ -178,17 +183,6 @@ def fit_text_null(
     return key.with_text_null(null), null
 
 
-def _rate(k: int, n: int) -> dict[str, Any]:
-    from pmark_impl.keys._calibrate import clopper_pearson
-
-    interval = clopper_pearson(k, n) if n else (0.0, 1.0)
-    return {"rejected": k, "n_texts": n, "rate": k / n if n else float("nan"), "interval": interval}
-
-
-def _rates(p: np.ndarray, alphas: Sequence[float]) -> dict[str, Any]:
-    return {str(a): _rate(int((p <= a).sum()), len(p)) for a in alphas}
-
-
 def measure_text_null(
     key: WatermarkKey,
     encoder: Any,
@@ -221,19 +215,22 @@ def measure_text_null(
       could not decide some text.
     """
     from pmark_impl.detection._detect import detect_many
+    from pmark_impl.detection._text_null import raw_pvalue
+    from pmark_impl.schemes._cell_fit import held_out_fpr
 
     docs = list(documents) if held_out_fraction is None else split_documents(documents, held_out_fraction)[1]
-    texts = text_windows(docs, int(length), first_only=first_only)
+    texts = text_windows(docs, length, first_only=first_only)
     if not texts:
         raise PMarkValueError(f"no document has {length} sentences: nothing to measure")
     lookup = _embedded(key, encoder, docs, embed_fn)
     options = {
         k: v for k, v in dict(options or {}).items() if k not in ("alpha", "min_sentences", "progress")
     }
-    p_ind = np.asarray(_raw_pvalues(key.without_text_nulls(), texts, lookup, options))
     rates: dict[str, Any] = {}
+    p_ind: list[float] = []
     unsupported, tested = [], {}
-    # what the detector decides at each level (it may test a shorter prefix at a small alpha)
+    # what the detector decides at each level (it may test a shorter prefix at a small alpha); a result keeps the
+    # whole text's own statistics, so the independent p-value is read from the same detection
     for a in alphas:
         res = detect_many(key, texts, lookup, **{**options, "alpha": a, "min_sentences": 1})
         info = [r.statistics.get("text_null", {}) for r in res]
@@ -244,13 +241,14 @@ def measure_text_null(
         if any(r.verdict == "not enough evidence" for r in res):
             unsupported.append(str(a))
         tested[str(a)] = sorted({int(i["length_tested"]) for i in info})
-        rates[str(a)] = _rate(sum(r.verdict == "watermarked" for r in res), len(res))
+        rates.update(held_out_fpr([r.p_value for r in res], (a,)))  # the verdict's p-value: <= a iff flagged
+        p_ind = p_ind or [raw_pvalue(r) for r in res]
     return {
         "n_texts": len(texts),
         "n_documents": sum(len(d.sentences) >= int(length) for d in docs),
         "windows": "first" if first_only else "all",
         "length": int(length),
-        "independent": _rates(p_ind, alphas),
+        "independent": held_out_fpr(p_ind, alphas),
         "text_null": rates,
         "unsupported": unsupported,
         "length_tested": tested,

@@ -160,6 +160,8 @@ def test_fit_refusals():
         fit_text_null(key, enc, docs, options={"test": "per_key"})
     with pytest.raises(PMarkValueError, match="lengths"):
         fit_text_null(key, enc, docs, options={}, lengths=(0, 8))
+    with pytest.raises(PMarkValueError, match="length"):  # was a bare ValueError from range()
+        text_windows(docs, 0)
     with pytest.raises(PMarkValueError, match="too small"):  # 3 calibration documents: 3 windows of 8 < 19
         fit_text_null(key, enc, docs[:6], options={}, lengths=(8,))
     assert text_windows(docs[:2], 3) == [
