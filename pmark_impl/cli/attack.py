@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.attacks._params import collect_params, parse_param_value, show
-from pmark_impl.cli.files import check_paths, read_text, write_text
+from pmark_impl.cli.files import check_paths, read_text
 from pmark_impl.cli.options import SEED
-from pmark_impl.generation._provenance import load_provenance, provenance_path, save_provenance
+from pmark_impl.cli.owned_files import check_outputs_replaceable, write_text_and_record
+from pmark_impl.generation._provenance import load_provenance, provenance_path
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["HUMAN_PARAM", "add_parsers", "cmd_attack", "cmd_attacks", "parse_params"]
@@ -86,6 +87,10 @@ def cmd_attack(args: argparse.Namespace) -> int:
         {"--out": args.out, "the attacked text's provenance record": record_out},
         args.force,
     )
+    check_outputs_replaceable(
+        {"--out": (args.out, "text"), "the attacked text's provenance record": (record_out, "record")},
+        args.force,
+    )
     params = parse_params(args.param)
     if args.human_file is not None:
         # sentence-insert draws from ``sentences``, copy-paste embeds the text in ``human``; a plug-in gets
@@ -102,7 +107,7 @@ def cmd_attack(args: argparse.Namespace) -> int:
             raise PMarkValueError(f"--human-file {args.human_file} holds no sentence")
         params[key] = human
     record = None if record_in is None else load_provenance(record_in)  # before an attack's model loads
-    _no_stale_record(args, record_out)
+    stale = _stale_record(args, record_out)
     attack = get_attack(args.name, **params)
     text = read_text(args.file)
     attacked = attack(text, np.random.default_rng(args.seed))
@@ -115,30 +120,33 @@ def cmd_attack(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 0
-    write_text(args.out, attacked, args.force)
+    new_record = None
     if record is not None and record_out is not None:
         shown = {k: v for k, v in params.items() if k not in HUMAN_PARAM.values()}  # human text: not repeated
         note = json.dumps(shown, sort_keys=True, ensure_ascii=False, default=repr)
-        save_provenance(record.attacked(args.name, note, args.seed), record_out, force=args.force)
+        new_record = record.attacked(args.name, note, args.seed)
+    write_text_and_record(attacked, args.out, new_record, record_out, args.force)
+    if stale is not None:  # after the text is written: a failed attack leaves the earlier pair as it was
+        os.remove(stale)
     return 0
 
 
-def _no_stale_record(args: argparse.Namespace, record_out: str | None) -> None:
-    """Refuse to leave ``OUT.pmark.json`` of an earlier text beside a new ``OUT`` that gets no record of its own:
-    ``pmark detect OUT`` would follow it. With ``--force`` a pmark record there is removed; anything else stays
-    and is refused."""
+def _stale_record(args: argparse.Namespace, record_out: str | None) -> str | None:
+    """``OUT.pmark.json`` of an earlier text, which the new ``OUT`` (getting no record of its own) must not keep:
+    ``pmark detect OUT`` would follow it. Without ``--force`` it is refused; with it, a pmark record is returned
+    (to be removed once the new text is written); anything else stays and is refused."""
     if args.out is None or record_out is not None or args.out == "-":
-        return
+        return None
     stale = provenance_path(args.out)
     if not os.path.lexists(stale):
-        return
+        return None
     if not args.force:
         raise PMarkValueError(
             f"{stale} describes another text and pmark detect would follow it for {args.out}: remove it, or "
             "use --force to replace it"
         )
     load_provenance(stale)  # only a pmark provenance record is ever removed
-    os.remove(stale)
+    return stale
 
 
 def _record_paths(args: argparse.Namespace) -> tuple[str | None, str | None]:

@@ -39,6 +39,7 @@ from pmark_impl.cli.calibrate_null import (
 )
 from pmark_impl.cli.files import CLIError, check_paths, output_errors
 from pmark_impl.cli.options import add_cell_options, float_type, int_type
+from pmark_impl.cli.owned_files import check_replaceable
 
 __all__ = ["add_parser", "cmd_calibrate", "format_report"]
 
@@ -293,6 +294,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args.force,
         creates=[report_dir] if report_dir is not None else [],
     )
+    check_replaceable(args.out, "key", "--out key file", args.force)
     legacy = _legacy_report()
     if report_dir is not None:  # a folder that is not a calibration report is refused, --force or not
         probe_folder(report_dir, REPORT_KIND, ignore=(LOCK_NAME,), legacy=legacy, what="--report")
@@ -392,6 +394,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise CLIError(f"{reason} (no key written; --accept-high-fpr writes it anyway)")
     if status != "ok":
         print(f"pmark: warning: {reason}", file=sys.stderr)
+    check_replaceable(args.out, "key", "--out key file", args.force)  # again: it may have changed meanwhile
     with output_errors(args.out, "key file"):
         save_key(new_key, args.out, force=args.force)
     sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -23,6 +23,7 @@ import numpy as np
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError, check_paths, output_errors, prompt_text, read_text
 from pmark_impl.cli.options import float_type
+from pmark_impl.cli.owned_files import check_replaceable
 
 __all__ = [
     "add_parser",
@@ -152,6 +153,7 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
         {"--out SimMark calibration file": args.out},
         args.force,
     )
+    check_replaceable(args.out, "simmark-calibration", "--out SimMark calibration file", args.force)
     low, high = check_simmark_interval(args.low, args.high)
     if args.corpus == "builtin":
         if args.field is not None:
@@ -173,6 +175,7 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
         return np.concatenate(parts) if parts else np.zeros((0, int(encoder.dim)))
 
     cal = calibrate_simmark(encoder, documents, low, high, delta=args.delta, corpus=corpus, embed_fn=embed_fn)
+    check_replaceable(args.out, "simmark-calibration", "--out SimMark calibration file", args.force)  # again
     with output_errors(args.out, "SimMark calibration file"):
         save_simmark_calibration(cal, args.out, force=args.force)
     sys.stdout.write(cal.to_json())

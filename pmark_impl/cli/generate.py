@@ -13,7 +13,7 @@ from typing import Any
 from pmark_impl._limits import MAX_CANDIDATES, MAX_SENTENCES
 from pmark_impl.cli import models
 from pmark_impl.cli.calibrate_simmark import add_simmark_generate_arguments
-from pmark_impl.cli.files import check_paths, output_errors, prompt_text, write_text
+from pmark_impl.cli.files import check_paths, prompt_text
 from pmark_impl.cli.options import (
     CANDIDATES,
     SENTENCES,
@@ -24,6 +24,7 @@ from pmark_impl.cli.options import (
     dtype_kwargs,
     float_type,
 )
+from pmark_impl.cli.owned_files import check_outputs_replaceable, write_text_and_record
 from pmark_impl.cli.scheme_options import add_scheme_arguments
 
 __all__ = ["add_parser", "cmd_generate"]
@@ -34,7 +35,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from pmark_impl.cli.provenance import device_kwargs, generation_provenance_path
     from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
     from pmark_impl.generation._many import generate_many
-    from pmark_impl.generation._provenance import save_provenance
     from pmark_impl.generation._watermark import resolve_channels
     from pmark_impl.keys._key_files import load_key
     from pmark_impl.sampling._models import DEFAULT_LM_NAME
@@ -51,6 +51,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
             ("--provenance file" if args.provenance is not None else "provenance file"): prov_path,
         },
         args.force,
+    )
+    check_outputs_replaceable(
+        {"--out": (args.out, "text"), "provenance file": (prov_path, "record")}, args.force
     )
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     b = resolve_channels(key, args.channels)
@@ -83,14 +86,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    text = result.text + "\n"
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        write_text(args.out, text, args.force)
-    if prov_path is not None:
-        with output_errors(prov_path, "provenance file"):
-            save_provenance(result.provenance(), prov_path, force=args.force)
+    record = result.provenance() if prov_path is not None else None
+    write_text_and_record(result.text + "\n", args.out, record, prov_path, args.force)
     note = "" if result.aligned in (True, None) else "; warning: the text re-splits into other sentences"
     print(
         f"pmark: {len(result.sentences)} sentences, {result.n_candidates_sampled} candidates sampled, "

@@ -10,6 +10,7 @@ from typing import Any
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError, check_paths, output_errors
 from pmark_impl.cli.options import SEED, int_type
+from pmark_impl.cli.owned_files import check_replaceable
 
 __all__ = ["add_parser", "cmd_keygen"]
 
@@ -23,6 +24,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     check_paths(
         {"--centroid-corpus": fit if fit != "builtin" else None}, {"--out key file": args.out}, args.force
     )
+    check_replaceable(args.out, "key", "--out key file", args.force)
     if fit is None and (getattr(args, "n_clusters", None) or getattr(args, "centroid_field", None)):
         raise CLIError("--n-clusters and --centroid-field need --centroid-corpus builtin|FILE")
     encoder = None
@@ -46,6 +48,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
             raise CLIError(f"--dim {dim} differs from the dimension {encoder.dim} of encoder {name!r}")
         k = args.n_clusters or DEFAULT_N_CLUSTERS
         key = fit_key_centroids(key, encoder, documents, k, args.centroid_seed, corpus=corpus)
+    check_replaceable(args.out, "key", "--out key file", args.force)  # again: it may have changed meanwhile
     with output_errors(args.out, "key file"):
         save_key(key, args.out, force=args.force)
     print(

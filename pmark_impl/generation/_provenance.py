@@ -5,7 +5,9 @@ a JSON document with the format version, the mode, ``N``, ``b``, the seed, the s
 top-p, top-k, token cap), the model and encoder ids, the prompt, the key's public fingerprint, the toolkit's
 version, the mode's own settings (offline batch, SemStamp ``lsh_dim`` / ``n_clusters`` / ``gamma`` /
 ``max_trials``; SimMark ``simmark_low`` / ``simmark_high`` / ``max_trials``, E20) and one record per sentence position: the sentence, the candidates sampled, the tokens of the
-chosen candidate, how it ended (``sentence`` / ``eos`` / ``cap``), SemStamp's trials and fallback.
+chosen candidate, how it ended (``sentence`` / ``eos`` / ``cap``), SemStamp's trials and fallback; and, when the command
+line wrote the text to a file, the text's SHA-256 (``text_sha256``), by which ``--force`` recognises the text as
+pmark's own (:mod:`pmark_impl.cli.owned_files`).
 :meth:`pmark_impl.generation._types.GenerationResult.provenance` returns the same record in Python.
 
 ``pmark detect text.txt`` reads ``text.txt.pmark.json`` when it exists (or ``--provenance FILE``) and detects
@@ -31,6 +33,7 @@ contradict it are errors) is :mod:`pmark_impl.cli.provenance`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -60,6 +63,7 @@ __all__ = [
     "ProvenanceError",
     "ProvenanceStep",
     "load_provenance",
+    "provenance_bytes",
     "provenance_path",
     "save_provenance",
 ]
@@ -123,6 +127,8 @@ class Provenance:
       toolkit_version: the ``pmark-toolkit`` version that generated the text.
       attacks: the text attacks applied after generation, in order (``pmark attack`` appends
         ``{"name", "params" (JSON text), "seed"}``); the detection settings stay the generation's.
+      text_sha256: the SHA-256 (hex) of the text file the command line wrote with this record (``None`` from
+        the Python API): ``--force`` replaces a text only when its record holds the text's digest.
     """
 
     mode: str
@@ -139,6 +145,7 @@ class Provenance:
     steps: tuple[ProvenanceStep, ...]
     toolkit_version: str = "unknown"
     attacks: tuple[Mapping[str, Any], ...] = ()
+    text_sha256: str | None = None
 
     @classmethod
     def from_generation(cls, result: GenerationResult) -> Provenance:
@@ -193,6 +200,8 @@ class Provenance:
         }
         if self.attacks:  # a generated text's record stays byte for byte what it was
             doc["attacks"] = [dict(a) for a in self.attacks]
+        if self.text_sha256 is not None:
+            doc["text_sha256"] = self.text_sha256
         return doc
 
     def attacked(self, name: str, params: str, seed: int) -> Provenance:
@@ -202,7 +211,11 @@ class Provenance:
         channels); the per-sentence steps are dropped, since they describe sentences the attack changed.
         """
         attack = {"name": str(name), "params": str(params), "seed": int(seed)}
-        return dataclasses.replace(self, steps=(), attacks=(*self.attacks, attack))
+        return dataclasses.replace(self, steps=(), attacks=(*self.attacks, attack), text_sha256=None)
+
+    def for_text(self, data: bytes) -> Provenance:
+        """This record, naming the text file written beside it by its SHA-256 (``text_sha256``)."""
+        return dataclasses.replace(self, text_sha256=hashlib.sha256(data).hexdigest())
 
     def to_json(self) -> str:
         """:meth:`to_dict` as indented JSON (UTF-8 kept as is), ending with a newline."""
@@ -263,14 +276,26 @@ def save_provenance(prov: Provenance, path: str | os.PathLike[str], *, force: bo
       UserFileError: ``path`` is not a regular file or its folder does not exist.
       OSError: the folder is not writable.
     """
+    return write_atomic(path, provenance_bytes(prov, path), force=force, mode=0o600, what="provenance file")
+
+
+def provenance_bytes(prov: Provenance, path: str | os.PathLike[str] = "(in memory)") -> bytes:
+    """The file :func:`save_provenance` writes for ``prov``, checked by the reader's own rules first.
+
+    Call it before writing the text a record describes, so that a record that cannot be written never leaves
+    its text without one.
+
+    Raises:
+      ProvenanceError: ``prov`` is not a :class:`Provenance` or breaks the schema.
+    """
     if not isinstance(prov, Provenance):
         raise ProvenanceError(f"prov must be a Provenance, got {type(prov).__name__}")
     raw = prov.to_json().encode("utf-8")
     try:
-        parse_provenance(raw, str(path))
+        parse_provenance(raw, os.fspath(path))
     except ProvenanceError as exc:
         raise ProvenanceError(f"cannot write the provenance record: {exc}") from None
-    return write_atomic(path, raw, force=force, mode=0o600, what="provenance file")
+    return raw
 
 
 def load_provenance(path: str | os.PathLike[str], *, limit: int = PROVENANCE_LIMIT_BYTES) -> Provenance:

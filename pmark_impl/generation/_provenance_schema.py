@@ -23,6 +23,7 @@ from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "FIELDS",
+    "OPTIONAL_FIELDS",
     "PROVENANCE_FORMAT",
     "PROVENANCE_LIMIT_BYTES",
     "PROVENANCE_VERSION",
@@ -45,6 +46,10 @@ _SAMPLING = ("temperature", "top_p", "top_k", "max_sentence_tokens", "dtype")
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 #: Optional: the text attacks applied after generation, in order (``pmark attack`` appends one).
 _ATTACK_FIELDS = ("name", "params", "seed")
+#: Fields a record may lack: ``attacks`` (none applied) and ``text_sha256`` (the SHA-256 of the text file the
+#: command line wrote beside the record, by which ``--force`` recognises that text as its own; a record made
+#: from the Python API has none).
+OPTIONAL_FIELDS = ("attacks", "text_sha256")
 _MAX_ATTACKS = 64
 _STEP_FIELDS = ("position", "text", "n_candidates_sampled", "tokens", "outcome", "trials", "fallback")
 _MAX_SEED = 2**63 - 1
@@ -223,6 +228,13 @@ def _attacks(doc: Any, where: str) -> list[dict[str, Any]]:
     return out
 
 
+def _digest(f: Any) -> str:
+    digest = f.string("text_sha256", max_len=64)
+    if len(digest) != 64 or not set(digest) <= set("0123456789abcdef"):
+        raise f._bad("text_sha256", "64 lowercase hexadecimal digits")
+    return digest
+
+
 def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     """The validated fields of a provenance document (``steps`` as a list of dicts; no ``format``, ``note``).
 
@@ -233,14 +245,15 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     Returns:
       ``mode``, ``n_candidates``, ``channels``, ``seed``, ``prompt``, ``key_fingerprint``, ``encoder``,
       ``model``, ``sampling``, ``settings``, ``aligned``, ``steps``, ``attacks`` (``()`` when the optional field
-      is absent), ``toolkit_version``.
+      is absent), ``text_sha256`` (``None`` when absent), ``toolkit_version``.
 
     Raises:
       ProvenanceError: see the module docstring (e.g. online ``N % 2**b != 0``).
     """
     where = f"provenance file {name}"
     doc = _parse(raw, name)
-    f = _Fields(doc, FIELDS + (("attacks",) if "attacks" in doc else ()), where)
+    optional = tuple(name for name in OPTIONAL_FIELDS if name in doc)
+    f = _Fields(doc, FIELDS + optional, where)
     scheme = _scheme(f, where)
     n = f.integer("n_candidates", *LIMITS["n_candidates"])
     channels = f.integer("channels", *LIMITS["channels"])
@@ -265,5 +278,6 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
         "aligned": aligned,
         "steps": _steps(f.doc["steps"], where),
         "attacks": tuple(_attacks(doc["attacks"], where)) if "attacks" in doc else (),
+        "text_sha256": _digest(f) if "text_sha256" in doc else None,
         "toolkit_version": f.string("toolkit_version", max_len=100),
     }

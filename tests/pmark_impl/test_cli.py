@@ -137,13 +137,19 @@ def test_generate_refuses_to_overwrite_output_before_loading_models(tmp_path, ca
     assert cli.main(["generate", "--key", keyfile[0], "--out", str(out), "P."]) == 2
     _one_error_line(capsys.readouterr().err, "already exists", "--force")
     assert out.read_text() == "keep me" and fakes["encoder"] == [] and fakes["sampler"] == []
-    assert (
-        cli.main(
-            ["generate", "--key", keyfile[0], "--out", str(out), "--force", "--max-sentences", "2", "P."]
-        )
-        == 0
-    )
-    assert out.read_text() != "keep me"
+    forced = ["generate", "--key", keyfile[0], "--out", str(out), "--force", "--max-sentences", "2", "P."]
+    # --force replaces only a text pmark wrote (its record holds the text's digest): never the user's (issue 36)
+    assert cli.main(forced) == 2
+    _one_error_line(capsys.readouterr().err, "a file pmark did not write", "record", "digest")
+    assert out.read_text() == "keep me" and fakes["encoder"] == [] and fakes["sampler"] == []
+    out.unlink()
+    assert cli.main(forced[:-3] + ["--max-sentences", "3", "P."]) == 0
+    first = out.read_text()
+    assert cli.main(forced) == 0  # its own earlier text: replaced
+    assert out.read_text() != first
+    out.write_text(first + "my edit\n")  # edited since: no longer recognisably pmark's
+    assert cli.main(forced) == 2
+    assert out.read_text() == first + "my edit\n"
 
 
 def test_n_not_divisible_by_2_pow_b_is_a_user_error(capsys, fakes, keyfile):
@@ -458,14 +464,15 @@ def test_keygen_force_replaces_only_regular_files(tmp_path, capsys):
 
 def test_keygen_force_writes_atomically_with_mode_0600(tmp_path, monkeypatch):
     out = tmp_path / "k.json"
-    out.write_text("old")
+    assert cli.main(["keygen", "--out", str(out), "--encoder", "e", "--dim", "4"]) == 0
+    old = out.read_text()
     out.chmod(0o644)
     replaced = []
     real_replace = os.replace
 
     def spy(src, dst):
         replaced.append((Path(src).parent, Path(src).name, Path(dst)))
-        assert stat.S_IMODE(os.stat(src).st_mode) == 0o600 and out.read_text() == "old"  # old file intact
+        assert stat.S_IMODE(os.stat(src).st_mode) == 0o600 and out.read_text() == old  # old file intact
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", spy)

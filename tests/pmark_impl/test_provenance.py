@@ -134,8 +134,17 @@ def test_existing_record_is_never_overwritten_without_force(tmp_path, capsys, fa
     _one_error_line(capsys.readouterr().err, "provenance file", "already exists", "--force")
     assert record.read_text() == "mine" and not (tmp_path / "text.txt").exists()
     assert fakes["encoder"] == [] and fakes["sampler"] == []  # refused before loading models
-    _generate(tmp_path, key_path, "--force")
-    assert load_provenance(record).mode == "offline"
+    # --force replaces only a record of pmark's: the user's file is refused too (issue 36)
+    assert cli.main(["generate", "--key", key_path, "--out", str(tmp_path / "text.txt"), "--force", "P."]) == 2
+    _one_error_line(capsys.readouterr().err, "provenance file", "a file pmark did not write", "remove it")
+    assert record.read_text() == "mine" and not (tmp_path / "text.txt").exists()
+    assert fakes["encoder"] == [] and fakes["sampler"] == []
+    record.unlink()
+    _generate(tmp_path, key_path)
+    first = load_provenance(record)
+    assert first.mode == "offline" and first.text_sha256 is not None
+    _generate(tmp_path, key_path, "--force", sentences=3)  # its own text and record: replaced
+    assert len(load_provenance(record).steps) <= 3
 
 
 # --------------------------------------------------------------------------------------------------------------
