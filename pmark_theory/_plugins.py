@@ -26,6 +26,10 @@ imported and the plug-in is not called: the attribute is looked up with ``getatt
 own ``__dict__`` before anything calls it (``getattr`` can run the module's own hooks, a module-level
 ``__getattr__`` or a property on a dotted path: code of the module that importing it already trusted). Modules of the Python standard library (``sys.stdlib_module_names``) never
 hold a pmark plug-in and are refused without being imported.
+
+When a registered plug-in then fails as it is called (it raises, or returns a result of the wrong type), the
+caller reports it as a :class:`PluginFault` (issue 36): one line naming the plug-in, the call and the message —
+the plug-in's fault, not the toolkit's internal error (scheme plug-ins: :mod:`pmark_impl.schemes._guard`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ __all__ = [
     "MARKER",
     "PLUGIN_KINDS",
     "PluginError",
+    "PluginFault",
     "entry_point_group",
     "how_to_register",
     "is_plugin",
@@ -72,6 +77,33 @@ _T = TypeVar("_T")
 
 class PluginError(PMarkValueError):
     """A plug-in that cannot be found, loaded, or is not registered as one of its kind."""
+
+
+class PluginFault(PluginError):
+    """A registered plug-in that failed when the toolkit called it (issue 36): it raised, or returned a result of
+    the wrong type. The fault is the plug-in's, not the toolkit's: the message (one line) names the plug-in, the
+    call and what went wrong, and ``pmark`` prints it whole with exit status 2.
+
+    Attributes:
+      plugin: the plug-in as the message names it (``"scheme plug-in 'name' (module:attribute)"``).
+      call: what the toolkit called (``"step"``, ``"detect"``, ``"check of option 'x'"``, ...).
+      problem: what went wrong (``"raised RuntimeError: ..."``, ``"returned a float, not ..."``).
+    """
+
+    def __init__(self, plugin: str, call: str, problem: str) -> None:
+        self.plugin, self.call, self.problem = plugin, call, problem
+        super().__init__(f"{plugin}: its {call} {problem}")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:
+        return type(self), (self.plugin, self.call, self.problem)
+
+    @classmethod
+    def raised(cls, plugin: str, call: str, exc: BaseException) -> PluginFault:
+        """The fault of ``plugin`` whose ``call`` raised ``exc`` (the first line of its message, shortened)."""
+        lines = str(exc).strip().splitlines()
+        first = " ".join(lines[0].split()) if lines else ""
+        first = first if len(first) <= 200 else f"{first[:197]}..."
+        return cls(plugin, call, f"raised {type(exc).__name__}" + (f": {first}" if first else ""))
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -258,6 +290,8 @@ def _resolve(module_name: str, attr: str, what: str) -> Any:
         raise PluginError(f"{what}: cannot import {module_name!r} ({exc})") from None
     except Exception as exc:  # the module's own code failed on import
         raise PluginError(f"{what}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:  # not the plug-in's to choose pmark's exit status (0, having done nothing)
+        raise PluginError(f"{what}: importing {module_name!r} called sys.exit({exc.code!r})") from None
     obj: Any = module
     for part in attr.split("."):
         try:
@@ -275,5 +309,9 @@ def _load_entry_point(name: str, group: str, what: str) -> Any:
             except Exception as exc:
                 raise PluginError(
                     f"{what}: loading entry point {str(ep.value)!r} raised {type(exc).__name__}: {exc}"
+                ) from None
+            except SystemExit as exc:
+                raise PluginError(
+                    f"{what}: loading entry point {str(ep.value)!r} called sys.exit({exc.code!r})"
                 ) from None
     raise PluginError(f"{what}: entry point {name!r} disappeared from {group!r}")  # pragma: no cover

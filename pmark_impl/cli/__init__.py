@@ -21,10 +21,10 @@ flag that contradicts it is an error (:mod:`pmark_impl.cli.provenance`).
 Exit status: 0 success; 2 a user error — a bad command-line value (every number is range-checked where it is
 parsed), a missing, corrupt, insecure (group/world-readable) or wrong-dimension key, a non-UTF-8, binary or
 oversized input, ``N % 2**b != 0``, an output that exists (or is not a regular file, which ``--force`` never
-replaces), an output that aliases an input or another output, or cannot be written; 1 an unexpected internal
-error; 130 interrupted (Ctrl-C). Every error is ONE line on stderr (``pmark: error: …`` or
-``pmark <cmd>: error: …``), never a traceback — unless ``PMARK_DEBUG=1`` is set,
-which re-raises unexpected exceptions.
+replaces), an output that aliases an input or another output, or cannot be written, a registered plug-in that
+failed (named, with the call and its message); 1 an unexpected internal error; 130 interrupted (Ctrl-C). Every
+error is ONE line on stderr (``pmark: error: …`` or ``pmark <cmd>: error: …``), never a traceback — unless
+``PMARK_DEBUG=1`` is set, which re-raises unexpected exceptions and a plug-in's fault.
 
 User files are read through :mod:`pmark_theory._files`: at most a fixed number of bytes, regular files only;
 outputs are written atomically (keys with mode 0600).
@@ -159,8 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``pmark`` console script. Returns the exit status (see the module docstring).
 
     Never raises ``SystemExit`` (``--help`` and ``--version`` return 0, usage errors 2). User errors
-    (``CLIError``, ``KeyFileError``, any ``ValueError`` or ``OSError``) print one line and return 2; Ctrl-C prints ``pmark: interrupted`` and returns 130; any other exception prints one line and
-    returns 1 — or propagates with its traceback when the environment variable ``PMARK_DEBUG=1`` is set.
+    (``CLIError``, ``KeyFileError``, any ``ValueError`` or ``OSError``) print one line and return 2, and so does a
+    plug-in's fault (``PluginFault``: the plug-in, the call, the message; issue 36); Ctrl-C prints ``pmark:
+    interrupted`` and returns 130; any other exception prints one line and returns 1 — or propagates with its
+    traceback when the environment variable ``PMARK_DEBUG=1`` is set (a plug-in's fault too).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -188,8 +190,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (ValueError, OSError) as exc:  # KeyFileError, PMarkValueError, UserFileError, …
         from pmark_impl.keys._keys import KeyFileError
+        from pmark_theory._plugins import PluginFault
         from pmark_theory._validate import PMarkValueError
 
+        if isinstance(exc, PluginFault):  # a plug-in's fault, named (issue 36): its traceback is its author's
+            if models.debug():
+                raise
+            print(
+                f"pmark: error: {one_line(exc)} (PMARK_DEBUG=1 shows the plug-in's traceback)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         if isinstance(exc, (KeyFileError, PMarkValueError)):  # our messages: print them whole
             print(f"pmark: error: {one_line(exc)}", file=sys.stderr)
             return EXIT_USAGE

@@ -75,7 +75,8 @@ def cli_scheme(args: argparse.Namespace, default: str | None) -> Scheme | None:
 
 
 def parse_set(items: list[str] | None) -> dict[str, Any]:
-    """``--set NAME=VALUE`` items as ``{name: value}`` (VALUE parsed as JSON, else kept as a string).
+    """``--set NAME=VALUE`` items as ``{name: value}`` (VALUE parsed as strict JSON, else kept as a string:
+    ``NaN`` and ``Infinity``, which are not JSON, stay the strings ``"NaN"`` and ``"Infinity"``).
 
     Raises:
       PMarkValueError: an item without ``=``, a name that is not an identifier, or a name given twice.
@@ -89,13 +90,17 @@ def parse_set(items: list[str] | None) -> dict[str, Any]:
         if name in out:
             raise PMarkValueError(f"--set gives {name} twice")
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, parse_constant=_not_json)  # NaN / Infinity are not JSON: kept as text
         except ValueError:
             value = raw
         if isinstance(value, (dict, list)) or value is None:
             value = raw
         out[name] = value
     return out
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def cli_settings(

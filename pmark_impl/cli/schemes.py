@@ -2,7 +2,8 @@
 
 Built-ins, the entry points of the group ``pmark.schemes`` (loaded to read their settings; a plug-in that fails
 to load is listed with its error), and any ``--load MODULE:ATTRIBUTE`` (a registered plug-in, imported as
-``--scheme`` would import it).
+``--scheme`` would import it). A plug-in is checked as it loads: one whose settings are not strict JSON (a NaN
+default, an object JSON has no value for) is refused, so ``--json`` prints strict JSON (issue 36).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
         get_scheme(spec)  # refused unless registered (one line, exit 2)
     table = scheme_table()
     if args.json:
-        sys.stdout.write(json.dumps(table, indent=2) + "\n")
+        sys.stdout.write(json.dumps(table, indent=2, allow_nan=False) + "\n")  # strict JSON (issue 36)
         return 0
     lines = [
         "Settings: --set NAME=VALUE (the built-ins' also as flags: lsh_dim is --lsh-dim); [detect]: detection "

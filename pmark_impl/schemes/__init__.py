@@ -7,6 +7,9 @@
 * Built-ins: :mod:`~pmark_impl.schemes.online`, :mod:`~pmark_impl.schemes.offline` (PMark),
   :mod:`~pmark_impl.schemes.semstamp`, the centroid variant, :mod:`~pmark_impl.schemes.simmark`.
 
+A plug-in scheme is checked when it loads and runs behind a guard (:mod:`pmark_impl.schemes._guard`): a fault of
+its code is a :class:`PluginFault` (a ``PMarkValueError``) naming the plug-in, the call and the message.
+
 ``docs/architecture.md`` ("Add a scheme") walks through ``examples/halfspace_scheme.py``, a scheme outside the
 package that runs through every command.
 """
@@ -23,12 +26,14 @@ from pmark_impl.schemes._base import (
 from pmark_impl.schemes._registry import BUILTIN_SCHEMES, available_schemes, get_scheme, scheme_names
 from pmark_impl.schemes._results import count_record, decide
 from pmark_impl.schemes._settings import recorded_settings, resolve_settings
+from pmark_theory._plugins import PluginFault
 
 __all__ = [
     "BUILTIN_SCHEMES",
     "DetectRequest",
     "Draw",
     "Option",
+    "PluginFault",
     "Scheme",
     "SchemeCalibration",
     "Setup",

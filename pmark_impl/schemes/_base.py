@@ -62,8 +62,13 @@ class Option(NamedTuple):
       name: the keyword of :func:`pmark_impl.generate` / :func:`pmark_impl.detect` and the key of the provenance
         record's ``settings``; the CLI flag is ``--`` + the name with ``-`` for ``_`` (``--set NAME=VALUE``
         for a plug-in scheme's own option).
-      default: its value when not given (``None``: resolved by ``Scheme.check``, e.g. from the key).
-      check: ``value -> value`` checked and normalised (raises ``PMarkValueError`` with one line).
+      default: its value when not given (``None``: resolved by ``Scheme.check``, e.g. from the key). This default,
+        ``cli_default`` and ``recorded_default`` are strict JSON (a provenance record holds them: no NaN or
+        infinities, only ``None``, ``bool``, ``int``, ``float``, ``str``, lists and objects with string keys); a
+        plug-in whose values are not, or whose ``check`` refuses its own default, is refused when it loads.
+      check: ``value -> value`` checked and normalised (raises ``PMarkValueError`` with one line), returning strict
+        JSON; anything else a plug-in's check raises is reported as the plug-in's fault
+        (:mod:`pmark_impl.schemes._guard`).
       help: one line for ``pmark schemes``.
       detect: detection needs it and it must match generation (read back from the provenance record).
       recorded_default: for an option added after records were written: the value its absence in an older

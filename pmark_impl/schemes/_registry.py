@@ -23,6 +23,12 @@ the ``module:attribute`` of the same factory give the same scheme. An entry poin
 ``detect`` and the command line use themselves (:data:`RESERVED_OPTIONS`). A factory that raises is one line
 naming the plug-in, and listing the installed schemes (``pmark schemes``) goes on past it.
 
+A plug-in is checked as it loads (:func:`check_scheme`; :mod:`pmark_impl.schemes._guard`, issue 36): options whose
+values are not strict JSON or that its own checks refuse are refused then, before any command writes anything.
+The scheme this module hands out is then a guarded copy: a fault of the plug-in's code (an exception, a result of
+the wrong type) is a :class:`~pmark_theory._plugins.PluginFault` naming it, the call and the message. Built-ins
+are neither checked nor wrapped.
+
 A provenance record names its scheme by ``name`` only: reading a record never imports anything. A record of a
 plug-in scheme is followed once the scheme is installed or named with ``--scheme module:attribute``.
 """
@@ -33,6 +39,13 @@ import importlib
 from typing import Any
 
 from pmark_impl.schemes._base import Scheme
+from pmark_impl.schemes._guard import (
+    call_factory,
+    check_plugin_fields,
+    check_plugin_options,
+    guard_scheme,
+    unguarded,
+)
 from pmark_theory._plugins import PluginError, load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
 
@@ -79,38 +92,42 @@ def _builtin(name: str) -> Scheme:
 
 
 def _admit(obj: Any, spec: str) -> Scheme:
-    """The scheme of a registered plug-in object (a ``Scheme`` or its factory), checked and remembered."""
+    """The guarded scheme of a registered plug-in object (a ``Scheme`` or its factory), checked and remembered."""
     held = _BY_OBJECT.get(id(obj))
     if held is not None and held[0] is obj:
         return held[1]
+    if isinstance(obj, Scheme) and _LOADED.get(obj.name) is obj:  # a loaded scheme given back
+        return obj
     scheme = obj
     if not isinstance(obj, Scheme) and callable(obj):  # a registered factory, called once
-        try:
-            scheme = obj()
-        except Exception as exc:  # the plug-in's own code failed: one line naming it
-            raise PluginError(
-                f"scheme plug-in {spec!r}: its factory raised {type(exc).__name__}: {exc}"
-            ) from None
+        scheme = call_factory(f"scheme plug-in {spec!r}", obj)  # its failure: one line naming it
     if not isinstance(scheme, Scheme):
         raise PluginError(
             f"scheme plug-in {spec!r} is (or returned) a {type(scheme).__name__}, not a pmark_impl.schemes.Scheme"
         )
+    scheme = unguarded(scheme)
     check_scheme(scheme, spec)
     other = _LOADED.get(scheme.name)
-    if other is not None and other != scheme:
+    if other is not None and unguarded(other) != scheme:
         raise PluginError(f"scheme plug-in {spec!r}: another scheme named {scheme.name!r} is already loaded")
-    scheme = other if other is not None else scheme
-    _LOADED[scheme.name] = scheme
-    _BY_OBJECT[id(obj)] = (obj, scheme)
-    return scheme
+    if other is None:
+        other = guard_scheme(scheme, spec)  # its faults reported as its own (issue 36)
+        _LOADED[scheme.name] = other
+    _BY_OBJECT[id(obj)] = (obj, other)
+    return other
 
 
 def check_scheme(scheme: Scheme, spec: str) -> Scheme:
-    """Refuse a plug-in scheme whose name or option names would be mixed up with the toolkit's own (one line).
+    """Refuse a plug-in scheme that would be mixed up with the toolkit's own or that a record cannot hold (one line).
+
+    Checked when the plug-in loads, before any command writes anything: its name and option names; the types of
+    its fields (:func:`~pmark_impl.schemes._guard.check_plugin_fields`); every option's default as strict JSON,
+    each given default through the option's own check (:func:`~pmark_impl.schemes._guard.check_plugin_options`).
 
     Raises:
-      PluginError: a bad or reserved name, a built-in's name, an option name used twice or reserved, or a
-        part that is not callable.
+      PluginError: a bad or reserved name, a built-in's name, an option name used twice or reserved, a part
+        that is not callable, a field of the wrong type, an option value that is not strict JSON or that the
+        option's check refuses (a ``PluginFault`` when that check raises anything else).
     """
     try:
         _check_name(scheme.name)
@@ -118,18 +135,20 @@ def check_scheme(scheme: Scheme, spec: str) -> Scheme:
         raise PluginError(f"scheme plug-in {spec!r}: {exc}") from None
     if scheme.name in BUILTIN_SCHEMES or scheme.name in RESERVED_NAMES:
         raise PluginError(f"scheme plug-in {spec!r} is named {scheme.name!r}, a name the toolkit uses itself")
-    names = [getattr(o, "name", None) for o in scheme.options]
+    check_plugin_fields(scheme, spec)
+    names = [o.name for o in scheme.options]
     clash = sorted(
-        {n for n in names if n in RESERVED_OPTIONS or names.count(n) > 1 or not isinstance(n, str)}
+        {repr(n) for n in names if not isinstance(n, str) or n in RESERVED_OPTIONS or names.count(n) > 1}
     )
     if clash:
         raise PluginError(
-            f"scheme plug-in {spec!r}: option name(s) {clash} are repeated or used by generate/detect or the "
-            "command line; rename them"
+            f"scheme plug-in {spec!r}: option name(s) [{', '.join(clash)}] are repeated or used by generate/detect "
+            "or the command line; rename them"
         )
     for part in ("step", "init", "update"):
         if not callable(getattr(scheme, part)):
             raise PluginError(f"scheme plug-in {spec!r}: its {part} is not callable")
+    check_plugin_options(scheme, spec)
     return scheme
 
 
