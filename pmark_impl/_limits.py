@@ -18,6 +18,11 @@ sentence share a batch):
 * :data:`MAX_SENTENCES`: sentences of one generated text — the most one text may hold for detection too.
 * :data:`MAX_SENTENCE_TOKENS`: the token cap of one candidate sentence.
 * :data:`MAX_CHANNELS` ``b``: a key file's bound (``online`` needs ``N >= 2^b``).
+* :data:`MAX_BATCH_TEXTS`: texts that share the forward passes of :func:`pmark_impl.generate_many` (one thread
+  each; ``pmark evaluate --batch-texts``'s bound).
+* :data:`MAX_BATCH_ROWS`: rows of one forward pass of the batched engine (``generate_many``'s ``max_rows``):
+  8 times the 1024 rows the memory sizing ever picks (:func:`pmark_impl.sampling._kv.rows_for_memory`), about
+  110 GB of SmolLM2 cache at 300 tokens, the most one accelerator holds.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from pmark_theory._validate import check_size
 
 __all__ = [
     "LIMITS",
+    "MAX_BATCH_ROWS",
+    "MAX_BATCH_TEXTS",
     "MAX_CANDIDATES",
     "MAX_CELLS",
     "MAX_CHANNELS",
@@ -49,6 +56,8 @@ MAX_TRIALS = 1024
 MAX_SENTENCES = 10_000
 MAX_SENTENCE_TOKENS = 4096
 MAX_CHANNELS = 64
+MAX_BATCH_TEXTS = 4096
+MAX_BATCH_ROWS = 8 * MAX_CANDIDATES
 
 #: ``setting -> (minimum, maximum)``: the settings of a generation, by the names of its provenance record.
 LIMITS: dict[str, tuple[int, int]] = {

@@ -37,12 +37,15 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-from pmark_impl._api_checks import check_callable, check_seed
+from pmark_impl._api_checks import check_callable, check_encoder, check_sampler, check_seed, describe
+from pmark_impl._limits import MAX_BATCH_ROWS, MAX_BATCH_TEXTS
 from pmark_impl.generation._types import GenerationResult
+from pmark_impl.keys._keys import check_key
 from pmark_impl.sampling._rows import row_seeds
-from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory._validate import PMarkValueError, check_positive_int, check_size
 
 __all__ = ["generate_many", "supports_batching"]
 
@@ -240,17 +243,19 @@ def generate_many(
 
     Args:
       key, sampler, encoder: as :func:`pmark_impl.generate`.
-      prompts: the prompts.
-      seeds: one seed per prompt, or one seed for every prompt.
-      batch_texts: texts per group (groups fixed by index, module docstring); 1: one text at a time (its
-        speculated next batches still share its forward passes).
+      prompts: the prompts (a list or tuple of str).
+      seeds: one seed per prompt (a list, tuple, range or 1-d integer array), or one seed (an int or NumPy
+        integer) for every prompt; each in ``0..2^63 - 1``.
+      batch_texts: texts per group, ``1..`` :data:`~pmark_impl._limits.MAX_BATCH_TEXTS` (groups fixed by index,
+        module docstring); 1: one text at a time (its speculated next batches still share its forward passes).
       refill: continuous batching (a finished row's slot goes to the next queued row at once); ``False``: static
         batches (a batch drains before the next forms).
       speculate: decode a text's next batch at the same context ahead, in slots no real row wants (with
         ``refill``). Default: on an accelerator only — on a CPU a pass costs about proportionally more per row
         (16 rows ~75 ms, 128 rows ~230 ms on SmolLM2, 2 cores), so speculated rows that end unused cost real time
         (offline N = 64, 8 texts: 98 s with speculation, 89 s without; ``benchmarks/bench_throughput.py``).
-      max_rows: rows per forward pass (default: ``sampler.default_max_rows()``, sized from memory).
+      max_rows: rows per forward pass, ``1..`` :data:`~pmark_impl._limits.MAX_BATCH_ROWS` (default:
+        ``sampler.default_max_rows()``, sized from memory).
       on_sample: ``on_sample(i, candidates)`` after each sampler call of text ``i`` (counting).
       **options: every other keyword of :func:`pmark_impl.generate` (``scheme``, ``n_candidates``,
         ``max_sentences``, ``channels``, ``progress``, settings, ...), the same for every text.
@@ -259,54 +264,70 @@ def generate_many(
       The texts' :class:`GenerationResult` s, in prompt order.
 
     Raises:
-      PMarkValueError: a prompt that is not a string or bad seeds (before any work); bad options (as
-        :func:`pmark_impl.generate`: every text checks them before its first sampler call); the first failing text's
-        error (by index).
+      PMarkValueError: before any work, an argument of the wrong type or out of range, named (the key, sampler and
+        encoder as :func:`pmark_impl.generate`; a prompt that is not a str; seeds as a set, a dict or of another
+        length; ``refill='no'``, ``max_rows=0``, whether the sampler batches or not); bad options (as
+        :func:`pmark_impl.generate`: every text checks them before its first sampler call); the first failing
+        text's error (by index).
     """
     from pmark_impl.generation._watermark import generate
 
-    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
-        raise PMarkValueError("prompts must be a list of str")
+    key = check_key(key)  # every argument is checked before any work (issue 36)
+    check_sampler(sampler)
+    check_encoder(encoder, key.dim, key.encoder)
     if "seed" in options:
         raise PMarkValueError("generate_many takes seeds=, not seed=")
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise PMarkValueError(f"prompts must be a list of str, got {describe(prompts)}")
     for i, prompt in enumerate(prompts):
         if not isinstance(prompt, str):
             raise PMarkValueError(f"prompts[{i}] must be a str, got {type(prompt).__name__}")
-    count = len(prompts)
-    seed_list = [check_seed(seeds)] * count if isinstance(seeds, int) else [check_seed(s) for s in seeds]
-    if len(seed_list) != count:
-        raise PMarkValueError(f"seeds has {len(seed_list)} entries for {count} prompts")
-    batch_texts = check_positive_int("batch_texts", batch_texts)
+    seed_list = _seed_list(seeds, len(prompts))
+    batch_texts = check_size("batch_texts", batch_texts, maximum=MAX_BATCH_TEXTS)
+    refill, speculate = _flag("refill", refill), _flag("speculate", speculate, optional=True)
+    rows = None if max_rows is None else check_size("max_rows", max_rows, maximum=MAX_BATCH_ROWS)
     on_sample = check_callable("on_sample", on_sample)
+    count = len(prompts)
     if not supports_batching(sampler):
         return [
             generate(key, _Counting(sampler, i, on_sample), encoder, p, seed=s, **options)
             for i, (p, s) in enumerate(zip(prompts, seed_list))
         ]
-    rows = check_positive_int("max_rows", max_rows) if max_rows is not None else None
     if speculate is None:
         speculate = _accelerated(sampler)
     out: list[GenerationResult] = []
     for lo in range(0, count, batch_texts):
         group = range(lo, min(lo + batch_texts, count))
-        engine = sampler.make_engine(
-            max_rows=rows or sampler.default_max_rows(), refill=refill, prefills=2 * len(group) + 2
-        )
-        out.extend(
-            _run_group(
-                engine,
-                sampler,
-                key,
-                encoder,
-                prompts,
-                seed_list,
-                group,
-                on_sample,
-                refill and speculate,
-                options,
-            )
-        )
+        slots = rows or sampler.default_max_rows()
+        engine = sampler.make_engine(max_rows=slots, refill=refill, prefills=2 * len(group) + 2)
+        texts = (prompts, seed_list, group, on_sample, refill and speculate, options)
+        out.extend(_run_group(engine, sampler, key, encoder, *texts))
     return out
+
+
+def _seed_list(seeds: Any, count: int) -> list[int]:
+    """``seeds`` as one seed per prompt: an int (NumPy integers too) for every prompt, or a list, tuple, range or
+    1-d integer array of ``count`` ints (a set, a dict, a str or a float is refused: no order, or not seeds)."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        return [check_seed(seeds, "seeds")] * count
+    if isinstance(seeds, np.ndarray) and seeds.ndim == 1:
+        seeds = seeds.tolist()
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple, range)):
+        raise PMarkValueError(
+            f"seeds must be one seed (an int) or a list of one int per prompt, got {describe(seeds)}"
+        )
+    if len(seeds) != count:
+        raise PMarkValueError(f"seeds has {len(seeds)} entries for {count} prompts")
+    return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+
+
+def _flag(name: str, value: Any, optional: bool = False) -> Any:
+    """``value`` as a bool (NumPy's too), or ``None`` when ``optional``; a str such as ``'no'`` is refused."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise PMarkValueError(f"{name} must be True or False{' or None' * optional}, got {describe(value)}")
+    return bool(value)
 
 
 def _accelerated(sampler: Any) -> bool:

@@ -33,6 +33,7 @@ from pmark_impl.keys._key_fields import (
     check_seeding,
     shown,
 )
+from pmark_impl.keys._key_meaning import check_key_meaning
 from pmark_impl.keys._keys import WatermarkKey
 from pmark_impl.keys._text_nulls import text_nulls_from_json
 from pmark_theory._files import UserFileError, read_bounded, write_atomic
@@ -181,7 +182,9 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
     :func:`check_key_shape`) and ``secret`` (64 hexadecimal digits); version 2 may add ``calibration``,
     ``seeding`` (``{"mode", "window"}``, :func:`check_seeding`) and ``centroids`` (``centroids.d`` equal to
     ``dim``, ``k`` rows of ``d`` finite numbers, unit norm, distinct). The key is then built by
-    :class:`~pmark_impl.keys._keys.WatermarkKey`, whose constructor applies the same field rules.
+    :class:`~pmark_impl.keys._keys.WatermarkKey`, whose constructor applies the same field rules, and every
+    calibration's values must mean what they say (:func:`pmark_impl.keys._key_meaning.check_key_meaning`: a centre
+    in the unit ball, counts a corpus can give, sizes within :mod:`pmark_impl._limits`).
     :func:`save_key` runs this on the document it is about to write, :func:`load_key` on the one it read.
 
     Args:
@@ -229,7 +232,7 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
         cents = None if "centroids" not in doc else centroids_from_json(doc["centroids"], dim)
         cells = cell_calibrations_from_json(doc.get("cell_calibrations", []))
         nulls = text_nulls_from_json(doc.get("text_nulls", []))
-        return WatermarkKey(
+        key = WatermarkKey(
             secret=bytes.fromhex(secret_hex),
             encoder=encoder,
             dim=dim,
@@ -241,6 +244,8 @@ def key_from_document(doc: Any, path: str | os.PathLike[str] = "(document)") -> 
             cell_calibrations=cells,
             text_nulls=nulls,
         )
+        check_key_meaning(key)  # what each calibration's values mean (issue 36)
+        return key
     except (PMarkValueError, ValueError) as exc:
         raise KeyFileError(f"key file {path} is invalid: {exc}") from None
 
@@ -268,8 +273,9 @@ def load_key(
       KeyFileError: ``path`` is not a text path; the file is missing or unreadable, not a regular file, too
         large, not valid UTF-8 JSON (a repeated member included), not a ``pmark-key`` file, of an unsupported
         version, has a malformed secret or fields (stored centroids of the wrong dimension, non-finite, not
-        unit or corrupt included), its ``dim`` differs from ``expected_dim``, or it is accessible by
-        group/others without ``allow_insecure``. Messages never contain the secret.
+        unit or corrupt included) or values no calibration can have (a centre outside the unit ball, counts no
+        corpus gives: :mod:`pmark_impl.keys._key_meaning`), its ``dim`` differs from ``expected_dim``, or it is
+        accessible by group/others without ``allow_insecure``. Messages never contain the secret.
       PMarkValueError: ``expected_dim`` is not a positive integer, or ``allow_insecure`` not a bool.
     """
     path = _file_path(path)

@@ -25,6 +25,7 @@ from _fuzz_case import VICTIMS
 from _fuzz_harness import ApiCase, CliCase, FileSpec
 from _fuzz_inputs import key_variants
 from _fuzz_issue36_force import force_cli_cases
+from _fuzz_issue36_keys import keys_api_cases, keys_cli_cases
 from _fuzz_issue36_plugins import plugin_cli_cases
 from _impl_fakes import FakeSampler
 
@@ -92,7 +93,7 @@ def issue_cli_cases(assets: Assets) -> dict[str, list[CliCase]]:
         case("a record with online N = 65536", "detect --key k.key gen.txt", key + record),
     ]  # fmt: skip
     cases += found_cli_cases(assets)
-    cases += force_cli_cases(assets) + plugin_cli_cases(assets)  # issue 36
+    cases += force_cli_cases(assets) + plugin_cli_cases(assets) + keys_cli_cases(assets)  # issue 36
     by_group: dict[str, list[CliCase]] = {}
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
@@ -217,6 +218,7 @@ def issue_api_cases() -> list[ApiCase]:
         ApiCase("api:save_key", "save_key(WatermarkKey(bytes(32), 'e' * 1100, 32, 4), 'n.key')",
                 lambda f: save_key(WatermarkKey(bytes(32), "e" * 1100, 32, 4), f / "n.key"),
                 lambda v, f: [] if _loads(v) else ["save_key wrote a key that load_key refuses"]),
+        *keys_api_cases(),  # issue 36
     ]  # fmt: skip
 
 

@@ -210,7 +210,9 @@ def test_offline_mask_does_change_with_the_centre():
 # --------------------------------------------------------------------------------------------------------------
 def _calibrated(seed: int = 1) -> WatermarkKey:
     key = _key(seed)
-    centre = np.random.default_rng(seed + 100).standard_normal(DIM) * np.pi / 7  # full-precision floats
+    centre = (
+        np.random.default_rng(seed + 100).standard_normal(DIM) * np.pi / 29
+    )  # full-precision floats, inside the unit ball
     return key.with_calibration(_cal(key, centre))
 
 

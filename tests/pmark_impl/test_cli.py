@@ -143,7 +143,7 @@ def test_generate_refuses_to_overwrite_output_before_loading_models(tmp_path, ca
     _one_error_line(capsys.readouterr().err, "a file pmark did not write", "record", "digest")
     assert out.read_text() == "keep me" and fakes["encoder"] == [] and fakes["sampler"] == []
     out.unlink()
-    assert cli.main(forced[:-3] + ["--max-sentences", "3", "P."]) == 0
+    assert cli.main([*forced[:-3], "--max-sentences", "3", "P."]) == 0
     first = out.read_text()
     assert cli.main(forced) == 0  # its own earlier text: replaced
     assert out.read_text() != first

@@ -218,6 +218,7 @@ API_GROUPS = {
     "api:detect",
     "api:detect_many",
     "api:generate",
+    "api:generate_many",
     "api:load_key",
     "api:save_key",
     "api:get_attack",

@@ -135,7 +135,9 @@ def test_existing_record_is_never_overwritten_without_force(tmp_path, capsys, fa
     assert record.read_text() == "mine" and not (tmp_path / "text.txt").exists()
     assert fakes["encoder"] == [] and fakes["sampler"] == []  # refused before loading models
     # --force replaces only a record of pmark's: the user's file is refused too (issue 36)
-    assert cli.main(["generate", "--key", key_path, "--out", str(tmp_path / "text.txt"), "--force", "P."]) == 2
+    assert (
+        cli.main(["generate", "--key", key_path, "--out", str(tmp_path / "text.txt"), "--force", "P."]) == 2
+    )
     _one_error_line(capsys.readouterr().err, "provenance file", "a file pmark did not write", "remove it")
     assert record.read_text() == "mine" and not (tmp_path / "text.txt").exists()
     assert fakes["encoder"] == [] and fakes["sampler"] == []
