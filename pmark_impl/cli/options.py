@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from pmark_impl._limits import (
+    MAX_BATCH_TEXTS,
     MAX_CANDIDATES,
     MAX_CHANNELS,
     MAX_CLUSTERS,
@@ -301,7 +302,7 @@ def add_batching_options(p: Any) -> None:
     """``--batch-texts`` and ``--no-refill`` (``pmark evaluate``; issue 26)."""
     p.add_argument(
         "--batch-texts",
-        type=int_type(1, 4096),
+        type=int_type(1, MAX_BATCH_TEXTS),
         default=8,
         metavar="B",
         help="documents whose texts share each forward pass, grouped by document index (default 8; the texts "
