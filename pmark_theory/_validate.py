@@ -1,7 +1,7 @@
 """Input validation shared by every public function of the toolkit.
 
 Every rule raises :class:`PMarkValueError` (a ``ValueError``) whose message names the argument and the
-rule it broke, as DESIGN.md requires: probabilities negative, NaN or not summing to 1 (within 1e-9),
+rule it broke (docs/architecture.md): probabilities negative, NaN or not summing to 1 (within 1e-9),
 ``g`` outside ``1..M-1``, ``N`` not divisible by ``2**b``, shapes that disagree, ``b > d``.
 """
 
@@ -30,7 +30,7 @@ __all__ = [
     "check_unit_interval",
 ]
 
-#: Tolerance on ``|sum(p) - 1|`` for a probability vector (DESIGN.md).
+#: Tolerance on ``|sum(p) - 1|`` for a probability vector.
 PROB_ATOL = 1e-9
 
 

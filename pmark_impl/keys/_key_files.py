@@ -1,4 +1,4 @@
-"""Key files: JSON, written atomically with mode 0600, read with a size limit and strict checks (DESIGN.md, K1).
+"""Key files: JSON, written atomically with mode 0600, read with a size limit and strict checks (docs/architecture.md "The watermark key", K1).
 
 ``{"format": "pmark-key", "version": 1, "encoder", "dim", "channels", "secret": hex}``; version 2 adds the
 optional ``"calibration"`` (proxy centre and per-channel null sign counts, K1, ``pmark calibrate``) and

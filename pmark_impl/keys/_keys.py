@@ -1,4 +1,4 @@
-"""The watermark key: a 32-byte secret and everything derived from it by a keyed PRF (DESIGN.md, C10, E13, E18).
+"""The watermark key: a 32-byte secret and everything derived from it by a keyed PRF (docs/architecture.md "The watermark key", C10, E13, E18).
 
 Every random object of the scheme is derived from the secret with HMAC-SHA256 under a distinct label, so the
 objects are (computationally) independent of each other and of the text:
@@ -72,7 +72,7 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False, repr=False)
 class WatermarkKey:
-    """A PMark watermark key (DESIGN.md "The watermark key").
+    """A PMark watermark key (docs/architecture.md "The watermark key").
 
     Attributes:
       secret: 32 secret bytes. Never printed: ``repr`` shows a fingerprint instead.

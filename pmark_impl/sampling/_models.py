@@ -1,4 +1,4 @@
-"""Loading the generator LM and the sentence encoder, offline by default (DESIGN.md, "Models on a machine without a hub").
+"""Loading the generator LM and the sentence encoder, offline by default (docs/architecture.md, "Models on a machine without a hub").
 
 Defaults ship inside PyPI packages, so nothing is fetched at run time:
 

@@ -44,7 +44,7 @@ SENTENCES = universe(60)
 # Keys: the constructor, save_key and load_key apply one set of rules.
 # --------------------------------------------------------------------------------------------------------------
 def _rules_allow(doc: dict) -> bool:
-    """The key-file rules, stated independently of the code (docs: DESIGN.md "The watermark key")."""
+    """The key-file rules, stated independently of the code (docs/architecture.md "The watermark key")."""
     enc, dim, ch, sec = doc.get("encoder"), doc.get("dim"), doc.get("channels"), doc.get("secret")
     seeding = doc.get("seeding", {"mode": "position", "window": 1})
     ints = all(isinstance(x, int) and not isinstance(x, bool) for x in (dim, ch))

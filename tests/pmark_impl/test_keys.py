@@ -1,4 +1,4 @@
-"""Tests of the watermark key and key files (DESIGN.md "The watermark key", X3, E13, E18)."""
+"""Tests of the watermark key and key files (docs/architecture.md "The watermark key", X3, E13, E18)."""
 
 from __future__ import annotations
 
