@@ -308,7 +308,7 @@ def detection_request(
     """The scheme and the checked :class:`DetectRequest` of a detection (``None`` when no text has a sentence);
     every check runs here, before any encoding."""
     o = {**_DEFAULTS, **options}
-    scheme = resolve_scheme(o["scheme"], o["mode"], default="offline")
+    scheme = resolve_scheme(o["scheme"], o["mode"])
     if scheme.detect is None:
         raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
     key = check_key(key)

@@ -42,7 +42,16 @@ from pmark_impl.generation._types import (
 )
 from pmark_impl.keys._keys import WatermarkKey, check_key
 from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
-from pmark_impl.schemes import BUILTIN_SCHEMES, Draw, Scheme, Setup, StepOutput, get_scheme, resolve_settings
+from pmark_impl.schemes import (
+    BUILTIN_SCHEMES,
+    DEFAULT_SCHEME,
+    Draw,
+    Scheme,
+    Setup,
+    StepOutput,
+    get_scheme,
+    resolve_settings,
+)
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 #: The built-in schemes (``pmark schemes`` lists the installed plug-ins too).
@@ -98,7 +107,7 @@ def resolve_channels(key: WatermarkKey, channels: int | None) -> int:
     return b
 
 
-def resolve_scheme(scheme: Any = None, mode: Any = None, default: str = "online") -> Scheme:
+def resolve_scheme(scheme: Any = None, mode: Any = None, default: str = DEFAULT_SCHEME) -> Scheme:
     """The :class:`~pmark_impl.schemes.Scheme` named by ``scheme`` or its alias ``mode`` (default ``default``).
 
     Raises:
@@ -160,7 +169,8 @@ def generate(
       encoder: ``.dim`` must equal ``key.dim``; ``encode(texts) -> [n, d]`` unit rows.
       prompt: the prompt; not part of the returned text.
       scheme: a scheme name (built-in or installed plug-in), a registered ``"module:attribute"``, or a
-        :class:`~pmark_impl.schemes.Scheme` (default ``"online"``).
+        :class:`~pmark_impl.schemes.Scheme` (default ``"offline"``, the default of :func:`~pmark_impl.detect` and
+        the command line too: :data:`pmark_impl.schemes.DEFAULT_SCHEME`).
       mode: alias of ``scheme`` (the name before issue 25).
       n_candidates: ``N`` (online: a multiple of ``2**b``); this and the scheme's sizes within
         :data:`pmark_impl._limits.LIMITS`.

@@ -23,13 +23,20 @@ from pmark_impl.schemes._base import (
     Setup,
     StepOutput,
 )
-from pmark_impl.schemes._registry import BUILTIN_SCHEMES, available_schemes, get_scheme, scheme_names
+from pmark_impl.schemes._registry import (
+    BUILTIN_SCHEMES,
+    DEFAULT_SCHEME,
+    available_schemes,
+    get_scheme,
+    scheme_names,
+)
 from pmark_impl.schemes._results import count_record, decide
 from pmark_impl.schemes._settings import recorded_settings, resolve_settings
 from pmark_theory._plugins import PluginFault
 
 __all__ = [
     "BUILTIN_SCHEMES",
+    "DEFAULT_SCHEME",
     "DetectRequest",
     "Draw",
     "Option",

@@ -51,6 +51,7 @@ from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "BUILTIN_SCHEMES",
+    "DEFAULT_SCHEME",
     "RESERVED_NAMES",
     "RESERVED_OPTIONS",
     "available_schemes",
@@ -60,6 +61,9 @@ __all__ = [
     "scheme_names",
 ]
 
+#: The scheme ``generate``, ``generate_many``, ``detect`` and the command line use when none is named (one default
+#: for both halves: a text generated with the defaults is detected with the defaults).
+DEFAULT_SCHEME = "offline"
 #: The built-in schemes and the module holding each (its attribute ``SCHEME``).
 BUILTIN_SCHEMES: dict[str, str] = {
     "online": "pmark_impl.schemes.online",

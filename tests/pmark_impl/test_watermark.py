@@ -387,7 +387,7 @@ def test_encoder_and_sampler_contract_violations(world):
             return super().sample(context, n, generator)[:-1]
 
     with pytest.raises(PMarkValueError, match="sampler returned 15 candidates, 16 were requested"):
-        generate(_key(14, dim=16, channels=4), Short(sentences), encoder, "")
+        generate(_key(14, dim=16, channels=4), Short(sentences), encoder, "", scheme="online")
 
     class Bad(FakeEncoder):
         def encode(self, texts):
@@ -397,3 +397,18 @@ def test_encoder_and_sampler_contract_violations(world):
         generate(_key(14, dim=16, channels=4), FakeSampler(sentences), Bad(16), "")
     with pytest.raises(PMarkValueError, match="prompt must be a string"):
         generate(_key(14, dim=16, channels=4), FakeSampler(sentences), encoder, None)
+
+
+def test_generate_and_detect_share_one_default_scheme(world):
+    """Issue 37: ``generate()`` defaulted to online and ``detect()`` to offline; a text made with the defaults is
+    now detected with the defaults, as the scheme that made it."""
+    from pmark_impl import detect
+    from pmark_impl.schemes import DEFAULT_SCHEME
+
+    sentences, encoder = world
+    key = _key(15, dim=16, channels=4)
+    result = generate(key, FakeSampler(sentences), encoder, "P.", max_sentences=6, seed=3)
+    assert result.mode == DEFAULT_SCHEME == "offline"
+    explicit = generate(key, FakeSampler(sentences), encoder, "P.", max_sentences=6, seed=3, scheme="offline")
+    assert result.text == explicit.text
+    assert detect(key, result.text, encoder).mode == DEFAULT_SCHEME
