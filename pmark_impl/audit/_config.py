@@ -5,9 +5,38 @@ from __future__ import annotations
 import hashlib
 from typing import Any, NamedTuple
 
-from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
+from pmark_theory._validate import PMarkValueError, check_size, check_unit_interval
 
-__all__ = ["QUICK", "AuditConfig", "check_config", "derive_seed", "null_lengths"]
+__all__ = [
+    "LIMITS",
+    "MAX_NULL_DETECTIONS",
+    "QUICK",
+    "AuditConfig",
+    "check_config",
+    "derive_seed",
+    "null_lengths",
+]
+
+#: ``field -> (minimum, maximum)`` of every size of an :class:`AuditConfig` (``pmark audit``'s options have the
+#: same bounds): far above what an audit needs (the defaults are 20 keys, 100 texts, 6 sentences, 2000 samples),
+#: low enough that a mistyped size is refused instead of running for days or exhausting memory (issue 36).
+LIMITS: dict[str, tuple[int, int]] = {
+    "keys": (2, 1000),
+    "texts": (1, 10_000),
+    "sentences": (1, 64),
+    "distortion_samples": (1, 1_000_000),
+    "power_keys": (1, 1000),
+    "power_texts": (1, 10_000),
+    "leakage_queries": (8, 100_000),
+    "seed": (0, 2**63 - 1),
+}
+#: Most detector calls of the null part per source: ``keys x texts x lengths`` (held-out texts at every length).
+MAX_NULL_DETECTIONS = 10_000_000
+#: The longest time limit of one call to a target (``--timeout``, the ``timeout`` option), in seconds: a day.
+MAX_TIMEOUT = 86_400.0
+#: Most leakage budgets and most attacks in one configuration.
+MAX_BUDGETS = 16
+MAX_ATTACKS = 16
 
 
 class AuditConfig(NamedTuple):
@@ -66,31 +95,89 @@ SOURCES = ("human", "lm")
 
 
 def check_config(config: Any) -> AuditConfig:
-    """``config`` checked (one-line ``PMarkValueError`` naming the field)."""
+    """``config`` checked: every size within :data:`LIMITS`, the attacks known (one-line ``PMarkValueError``
+    naming the field, before any work)."""
     if not isinstance(config, AuditConfig):
         raise PMarkValueError(f"config must be an AuditConfig, got {type(config).__name__}")
-    for name in ("keys", "texts", "sentences", "distortion_samples", "power_keys", "power_texts"):
-        check_positive_int(name, getattr(config, name))
-    if config.keys < 2:
-        raise PMarkValueError("keys must be >= 2 (the per-key part compares keys)")
-    check_positive_int("seed", config.seed, minimum=0)
-    check_unit_interval("alpha", config.alpha, open_left=True, open_right=True)
-    q = list(config.leakage_queries)
-    if not q or any(not isinstance(v, int) or v < 8 for v in q) or q != sorted(set(q)):
-        raise PMarkValueError("leakage_queries must be increasing integers >= 8")
-    if config.lengths is not None:
-        lengths = list(config.lengths)
-        if (
-            not lengths
-            or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in lengths)
-            or lengths != sorted(set(lengths))
-            or lengths[-1] > config.sentences
-        ):
-            raise PMarkValueError("lengths must be increasing integers from 1 to sentences")
-    bad = [s for s in config.sources if s not in SOURCES]
-    if bad or not config.sources:
-        raise PMarkValueError(f"sources must be a non-empty subset of {', '.join(SOURCES)}")
+    for name in ("keys", "texts", "sentences", "distortion_samples", "power_keys", "power_texts", "seed"):
+        lo, hi = LIMITS[name]
+        check_size(f"config.{name}", getattr(config, name), minimum=lo, maximum=hi)
+    check_unit_interval("config.alpha", config.alpha, open_left=True, open_right=True)
+    _check_budgets(config.leakage_queries)
+    lengths = null_lengths(config) if config.lengths is None else _check_lengths(config)
+    if config.keys * config.texts * len(lengths) > MAX_NULL_DETECTIONS:
+        raise PMarkValueError(
+            f"config: keys x texts x lengths = {config.keys} x {config.texts} x {len(lengths)} detector calls per "
+            f"null source exceeds {MAX_NULL_DETECTIONS:,}; use fewer keys, texts or lengths"
+        )
+    sources = config.sources
+    if (
+        isinstance(sources, str)
+        or not isinstance(sources, (tuple, list))
+        or not sources
+        or any(s not in SOURCES for s in sources)
+        or len(set(sources)) != len(sources)
+    ):
+        raise PMarkValueError(
+            f"config.sources must be a non-empty subset of {', '.join(SOURCES)}, got {sources!r}"
+        )
+    _check_attacks(config.attacks)
     return config
+
+
+def _check_budgets(budgets: Any) -> None:
+    lo, hi = LIMITS["leakage_queries"]
+    q = list(budgets) if isinstance(budgets, (tuple, list)) else None
+    if (
+        not q
+        or len(q) > MAX_BUDGETS
+        or any(isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi for v in q)
+        or q != sorted(set(q))
+    ):
+        raise PMarkValueError(
+            f"config.leakage_queries must be 1 to {MAX_BUDGETS} increasing integers in {lo}..{hi}, got "
+            f"{_short(budgets)}"
+        )
+
+
+def _check_lengths(config: AuditConfig) -> tuple[int, ...]:
+    lengths = list(config.lengths) if isinstance(config.lengths, (tuple, list)) else None
+    if (
+        not lengths
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in lengths)
+        or lengths != sorted(set(lengths))
+        or lengths[-1] > config.sentences
+    ):
+        raise PMarkValueError(
+            f"config.lengths must be increasing integers from 1 to sentences = {config.sentences}, got "
+            f"{_short(config.lengths)}"
+        )
+    return tuple(lengths)
+
+
+def _check_attacks(attacks: Any) -> None:
+    """Names of the attack registry only (``pmark attacks``): a plug-in named ``module:attribute`` is refused here,
+    before any work, and never imported."""
+    from pmark_impl.attacks import list_attacks
+
+    known = list_attacks()
+    if isinstance(attacks, str) or not isinstance(attacks, (tuple, list)) or len(attacks) > MAX_ATTACKS:
+        raise PMarkValueError(
+            f"config.attacks must be a tuple of at most {MAX_ATTACKS} attack names, got {_short(attacks)}"
+        )
+    for name in attacks:
+        if not isinstance(name, str) or name not in known:
+            raise PMarkValueError(
+                f"config.attacks: unknown attack {_short(name)} (the audit runs attacks of the registry: "
+                f"{', '.join(known)})"
+            )
+    if len(set(attacks)) != len(attacks):
+        raise PMarkValueError(f"config.attacks names an attack twice: {_short(attacks)}")
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def derive_seed(config: AuditConfig, *parts: Any) -> int:

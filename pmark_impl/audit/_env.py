@@ -17,10 +17,26 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["DEFAULT_PROMPTS", "AuditEnv", "HashBagEncoder", "model_env", "tiny_env"]
+from pmark_theory._validate import PMarkValueError, check_size
+
+__all__ = [
+    "DEFAULT_PROMPTS",
+    "MAX_DIM",
+    "MAX_PROMPTS",
+    "AuditEnv",
+    "HashBagEncoder",
+    "check_prompts",
+    "model_env",
+    "tiny_env",
+]
 
 #: Prompts of the tiny world (words of its vocabulary; the first is the distortion prompt).
 DEFAULT_PROMPTS = ("the cat sat.", "the dog sat!", "a cat.", "the dog. a cat.")
+#: Largest :class:`HashBagEncoder` dimension (real sentence encoders have at most a few thousand).
+MAX_DIM = 4096
+#: Most prompts of a world, and the longest prompt (characters).
+MAX_PROMPTS = 1000
+MAX_PROMPT_CHARS = 10_000
 
 
 class HashBagEncoder:
@@ -34,9 +50,7 @@ class HashBagEncoder:
     """
 
     def __init__(self, dim: int = 32) -> None:
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 2:
-            raise ValueError(f"dim must be an int >= 2, got {dim!r}")
-        self.dim = dim
+        self.dim = check_size("dim", dim, minimum=2, maximum=MAX_DIM)
         self.name = f"hash-bag-{dim}"
         self._words: dict[str, np.ndarray] = {}
 
@@ -47,7 +61,17 @@ class HashBagEncoder:
         return self._words[word]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """``[n, dim]`` float64 unit rows."""
+        """``[n, dim]`` float64 unit rows.
+
+        Raises:
+          PMarkValueError: ``texts`` is a single string or not a sequence of strings.
+        """
+        if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
+            raise PMarkValueError(f"texts must be a sequence of strings, got {type(texts).__name__}")
+        texts = list(texts)
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise PMarkValueError(f"texts[{bad}] must be a string, got {type(texts[bad]).__name__}")
         out = np.zeros((len(texts), self.dim))
         for i, text in enumerate(texts):
             words = [w.strip(".!?,;:") for w in str(text).lower().split()]
@@ -121,11 +145,18 @@ def tiny_env(seed: int = 0, *, dim: int = 32, prompts: Sequence[str] = DEFAULT_P
     possible first sentences after ``"the cat sat."`` (largest probability 0.31), enumerated exactly.
 
     Args:
-      seed: seeds the LM's random weights.
-      dim: the encoder's dimension.
-      prompts: the prompts (words of the tiny vocabulary).
+      seed: seeds the LM's random weights (``0 .. 2**63 - 1``).
+      dim: the encoder's dimension (``2 ..`` :data:`MAX_DIM`).
+      prompts: the prompts (words of the tiny vocabulary; 1 to :data:`MAX_PROMPTS` non-empty strings).
+
+    Raises:
+      PMarkValueError: a bad argument (named), before anything is built.
     """
     from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+
+    check_size("seed", seed, minimum=0, maximum=2**63 - 1)
+    check_size("dim", dim, minimum=2, maximum=MAX_DIM)
+    prompts = check_prompts(prompts)
     from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
 
     model, tokenizer = make_tiny_lm(seed, logit_scale=1.0, end_bias=0.5, eos_bias=-math.inf)
@@ -144,7 +175,26 @@ def tiny_env(seed: int = 0, *, dim: int = 32, prompts: Sequence[str] = DEFAULT_P
             cache[prompt] = (keys, np.array([merged[k] for k in keys]))
         return cache[prompt]
 
-    return AuditEnv("tiny-lm", sampler, HashBagEncoder(dim), tuple(prompts), model, tokenizer, law)
+    return AuditEnv("tiny-lm", sampler, HashBagEncoder(dim), prompts, model, tokenizer, law)
+
+
+def check_prompts(prompts: Any) -> tuple[str, ...]:
+    """``prompts`` as a tuple: 1 to :data:`MAX_PROMPTS` non-empty strings of at most :data:`MAX_PROMPT_CHARS`.
+
+    Raises:
+      PMarkValueError: a single string, an empty sequence, or an entry that is not a non-empty string.
+    """
+    if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+        raise PMarkValueError(f"prompts must be a sequence of strings, got {type(prompts).__name__}")
+    if not 1 <= len(prompts) <= MAX_PROMPTS:
+        raise PMarkValueError(f"prompts must hold 1 to {MAX_PROMPTS} prompts, got {len(prompts)}")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str) or not p.strip() or len(p) > MAX_PROMPT_CHARS:
+            raise PMarkValueError(
+                f"prompts[{i}] must be a non-empty string of at most {MAX_PROMPT_CHARS} characters, got "
+                f"{type(p).__name__ if not isinstance(p, str) else repr(p[:40])}"
+            )
+    return tuple(prompts)
 
 
 def model_env(sampler: Any, encoder: Any, name: str, prompts: Sequence[str]) -> AuditEnv:

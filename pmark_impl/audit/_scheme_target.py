@@ -193,11 +193,21 @@ def scheme_target(
       channels: ``b`` for schemes with channels.
       calibrated: calibrate every key on the audit's calibration texts (and claim ``"fpr-per-key"``).
       settings: the scheme's own settings (``gamma``, ``lsh_dim``, ...).
-    """
-    from pmark_impl.schemes import get_scheme
 
+    Raises:
+      PMarkValueError: a bad argument (named), an unknown scheme.
+    """
+    from pmark_impl.audit._checks import check_env, check_options
+    from pmark_impl.schemes import Scheme, get_scheme
+
+    check_env(env)
+    check_options(
+        {"n_candidates": n_candidates, "channels": channels, "calibrated": calibrated, "settings": settings}
+    )
     if isinstance(scheme, str):
         scheme = get_scheme(scheme)
+    elif not isinstance(scheme, Scheme):
+        raise PMarkValueError(f"scheme must be a Scheme or a scheme's name, got {type(scheme).__name__}")
     return SchemeTarget(
         scheme, env, n_candidates=n_candidates, channels=channels, calibrated=calibrated, settings=settings
     )

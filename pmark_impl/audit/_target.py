@@ -27,26 +27,45 @@ encoder and prompts the audit provides), named ``module:attribute`` and register
 plugged-in :class:`~pmark_impl.schemes.Scheme` (:func:`pmark_impl.audit.scheme_target`).
 
 Every call goes through :class:`Target`: it runs in a worker thread with a time limit, and a call that raises,
-hangs, or returns the wrong type, NaN or a p-value outside ``[0, 1]`` stops the audit with one line naming the target
-and the call (:class:`TargetError`). A hung call's thread cannot be killed; it is left behind as a daemon.
+hangs, or returns the wrong type, NaN, a p-value outside ``[0, 1]`` or more than the output limits allow
+(:data:`MAX_TEXT_CHARS` characters of text, :data:`MAX_DIRECTIONS` key directions, :data:`MAX_CLAIMS` claims)
+stops the audit with one line naming the target and the call (:class:`TargetError`). What a call returns is
+checked and converted in the same worker thread, under the same time limit, so that no return value can make the
+audit hang after the call (a 10 MB text is refused at once). A hung call's thread cannot be killed; it is left
+behind as a daemon (the audit runs in a child process that ends with it: :mod:`pmark_impl.audit._isolate`).
 """
 
 from __future__ import annotations
 
 import inspect
-import math
-import threading
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from pmark_impl.audit._config import MAX_TIMEOUT
+from pmark_impl.audit._guard import (
+    MAX_DIRECTIONS,
+    MAX_TEXT_CHARS,
+    TargetError,
+    checked_array,
+    checked_number,
+    checked_text,
+    guarded_call,
+)
+from pmark_impl.audit._guard import short as _short
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
     "CLAIMS",
     "DEFAULT_CLAIMS",
     "DEFAULT_TIMEOUT",
+    "MAX_CLAIMS",
+    "MAX_DIRECTIONS",
+    "MAX_OPTIONS_CHARS",
+    "MAX_TEXT_CHARS",
+    "MAX_TIMEOUT",
     "OUTPUTS",
     "Target",
     "TargetError",
@@ -60,17 +79,11 @@ CLAIMS = ("distortion-free", "exact-law", "fpr", "fpr-per-key", "reproducible")
 DEFAULT_CLAIMS = ("fpr", "reproducible")
 #: What ``detect`` returns.
 OUTPUTS = ("p-value", "score")
-#: Seconds one call to the target may take.
+#: Seconds one call to the target may take (``--timeout``; at most :data:`MAX_TIMEOUT`, a day).
 DEFAULT_TIMEOUT = 60.0
-
-
-class TargetError(PMarkValueError):
-    """The target broke its protocol: one line naming the target and the call."""
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+#: Most entries of ``claims`` and of ``audit_options``, and the largest ``audit_options`` (characters of JSON).
+MAX_CLAIMS = 64
+MAX_OPTIONS_CHARS = 65_536
 
 
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
@@ -90,11 +103,14 @@ class Target:
       claims: the claimed guarantees.
       calibrates: ``keygen`` takes ``calibration``.
       timeout: seconds per call.
+      origin: what the target was made from (its factory, its scheme, or the object itself): the code
+        :mod:`pmark_impl.audit._code` fingerprints.
     """
 
-    def __init__(self, obj: Any, name: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, obj: Any, name: str, timeout: float = DEFAULT_TIMEOUT, origin: Any = None) -> None:
         self.name = name
         self.timeout = float(timeout)
+        self.origin = obj if origin is None else origin
         self._obj = obj
         for method in ("generate", "detect"):
             if not callable(getattr(obj, method, None)):
@@ -110,6 +126,10 @@ class Target:
         claims = getattr(obj, "claims", DEFAULT_CLAIMS)
         if isinstance(claims, str) or not isinstance(claims, (Sequence, set, frozenset)):
             raise TargetError(f"audit target {name}: claims must be a list of names, got {_short(claims)}")
+        if len(claims) > MAX_CLAIMS:
+            raise TargetError(
+                f"audit target {name}: claims holds {len(claims)} entries (at most {MAX_CLAIMS})"
+            )
         unknown = [c for c in claims if c not in CLAIMS]
         if unknown:
             raise TargetError(
@@ -129,31 +149,15 @@ class Target:
         self.has_law = callable(getattr(obj, "law", None))
         options = getattr(obj, "audit_options", None)
         self.options: dict[str, Any] = dict(options) if isinstance(options, dict) else {}
+        if len(self.options) > MAX_CLAIMS or len(_options_json(self.options)) > MAX_OPTIONS_CHARS:
+            raise TargetError(
+                f"audit target {name}: audit_options is too large (at most {MAX_CLAIMS} entries and "
+                f"{MAX_OPTIONS_CHARS} characters of JSON)"
+            )
         self.has_directions = callable(getattr(obj, "key_directions", None))
 
-    # -- the guard -------------------------------------------------------------------------------------------------
     def _call(self, call: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = fn(*args, **kwargs)
-            except BaseException as exc:
-                box["error"] = exc
-
-        worker = threading.Thread(target=run, name=f"audit:{call}", daemon=True)
-        worker.start()
-        worker.join(self.timeout)
-        if worker.is_alive():
-            raise TargetError(f"audit target {self.name}: {call} did not return within {self.timeout:g} s")
-        if "error" in box:
-            exc = box["error"]
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise TargetError(
-                f"audit target {self.name}: {call} raised {type(exc).__name__}"
-                + (f": {first[:200]}" if first else "")
-            ) from exc
-        return box["value"]
+        return guarded_call(self.name, self.timeout, call, fn, *args, **kwargs)
 
     # -- the protocol ----------------------------------------------------------------------------------------------
     def keygen(
@@ -177,59 +181,49 @@ class Target:
     def generate(self, prompt: str, key: Any, seed: int, sentences: int) -> str:
         """The watermarked text (checked: a ``str``)."""
         call = f"generate(prompt={_short(prompt, 30)}, seed={seed})"
-        if self._sentences:
-            text = self._call(call, self._obj.generate, prompt, key, seed, sentences=sentences)
-        else:
-            text = self._call(call, self._obj.generate, prompt, key, seed)
-        if not isinstance(text, str):
-            raise TargetError(f"audit target {self.name}: {call} returned {type(text).__name__}, not str")
-        return text
+        kwargs = {"sentences": sentences} if self._sentences else {}
+        check = lambda text: checked_text(self.name, call, text)  # noqa: E731
+        return self._call(call, self._obj.generate, prompt, key, seed, check=check, **kwargs)
 
     def detect(self, text: str, key: Any) -> float:
         """The p-value or score (checked: a finite real; a p-value within ``[0, 1]``)."""
         call = f"detect(text={_short(text, 30)})"
-        value = self._call(call, self._obj.detect, text, key)
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TargetError(
-                f"audit target {self.name}: {call} returned {type(value).__name__}, not a number"
-                + (" (return result.p_value)" if hasattr(value, "p_value") else "")
-            )
-        value = float(value)
-        if math.isnan(value):
-            raise TargetError(f"audit target {self.name}: {call} returned NaN")
-        if self.output == "p-value" and not 0.0 <= value <= 1.0:
-            raise TargetError(f"audit target {self.name}: {call} returned p-value {value!r} outside [0, 1]")
-        if self.output == "score" and not math.isfinite(value):
-            raise TargetError(f"audit target {self.name}: {call} returned a non-finite score {value!r}")
-        return value
+        check = lambda v: checked_number(self.name, call, v, self.output)  # noqa: E731
+        return self._call(call, self._obj.detect, text, key, check=check)
 
     def law(self, prompt: str, key: Any, texts: list[str], probs: np.ndarray) -> np.ndarray:
         """The target's exact first-sentence law under ``key`` (checked: a law on ``texts``)."""
         call = "law()"
-        out = np.asarray(
-            self._call(call, self._obj.law, prompt, key, list(texts), probs.copy()), dtype=np.float64
-        )
-        if out.shape != probs.shape or not np.all(np.isfinite(out)) or np.any(out < -1e-12):
-            raise TargetError(
-                f"audit target {self.name}: {call} must return {probs.size} non-negative probabilities"
-            )
-        if abs(out.sum() - 1.0) > 1e-6:
-            raise TargetError(
-                f"audit target {self.name}: {call} returned probabilities summing to {out.sum():.6g}"
-            )
-        return np.clip(out, 0.0, None)
+        wrong = f"audit target {self.name}: {call} must return {probs.size} non-negative probabilities"
+
+        def check(value: Any) -> np.ndarray:
+            out = checked_array(value, probs.size, wrong)
+            if out.shape != probs.shape or np.any(out < -1e-12):
+                raise TargetError(wrong)
+            if abs(out.sum() - 1.0) > 1e-6:
+                raise TargetError(
+                    f"audit target {self.name}: {call} returned probabilities summing to {out.sum():.6g}"
+                )
+            return np.clip(out, 0.0, None)
+
+        return self._call(call, self._obj.law, prompt, key, list(texts), probs.copy(), check=check)
 
     def key_directions(self, key: Any, dim: int) -> np.ndarray | None:
         """The key's secret directions ``[m, dim]`` (or ``None`` when the target does not say)."""
         if not self.has_directions:
             return None
-        out = np.asarray(self._call("key_directions()", self._obj.key_directions, key), dtype=np.float64)
-        if out.ndim != 2 or out.shape[1] != dim or not np.all(np.isfinite(out)):
-            raise TargetError(
-                f"audit target {self.name}: key_directions() must return a finite [m, {dim}] array (the encoder's "
-                f"dimension), got shape {out.shape}"
-            )
-        return out
+        wrong = (
+            f"audit target {self.name}: key_directions() must return a finite [m, {dim}] array (the encoder's "
+            f"dimension, m <= {MAX_DIRECTIONS})"
+        )
+
+        def check(value: Any) -> np.ndarray:
+            out = checked_array(value, MAX_DIRECTIONS, wrong)
+            if out.ndim != 2 or out.shape[1] != dim:
+                raise TargetError(f"{wrong}, got shape {out.shape}")
+            return out
+
+        return self._call("key_directions()", self._obj.key_directions, key, check=check)
 
 
 def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **scheme_options: Any) -> Target:
@@ -244,15 +238,19 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
 
     Raises:
       TargetError: nothing registered under ``spec``, or the object breaks the protocol (one line).
+      PMarkValueError: a bad ``env``, ``timeout`` or option (named), before anything is loaded.
     """
+    from pmark_impl.audit._checks import check_env, check_options
     from pmark_impl.audit._scheme_target import scheme_target
     from pmark_impl.schemes import Scheme
     from pmark_theory._plugins import is_plugin
 
     if isinstance(spec, Target):
         return spec
+    check_env(env)
+    check_options({"timeout": timeout, **scheme_options})
     if isinstance(spec, Scheme):
-        return Target(scheme_target(spec, env, **scheme_options), spec.name, timeout)
+        return Target(scheme_target(spec, env, **scheme_options), spec.name, timeout, origin=spec)
     registered = not isinstance(spec, str) and is_plugin(spec, "audit_target")
     if registered:  # a registered factory, passed as an object
         name = f"{getattr(spec, '__module__', '?')}:{getattr(spec, '__qualname__', '?')}"
@@ -261,7 +259,7 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
         return Target(spec, type(spec).__name__, timeout)
     kind, obj = resolve_target(spec)
     if kind == "scheme":
-        return Target(scheme_target(obj, env, **scheme_options), obj.name, timeout)
+        return Target(scheme_target(obj, env, **scheme_options), obj.name, timeout, origin=obj)
     return _from_factory(obj, spec, env, timeout, scheme_options)
 
 
@@ -282,6 +280,11 @@ def resolve_target(spec: Any) -> tuple[str, Any]:
     if ":" in spec or spec in plugin_entry_points("audit_target"):
         try:
             return "factory", load_plugin(spec, "audit_target")
+        except SystemExit as exc:  # the module's top-level code: never an exit status of pmark's
+            raise TargetError(
+                f"audit target {spec}: importing it raised SystemExit({exc.code!r}), which would end the audit "
+                "without a report"
+            ) from None
         except PluginError as exc:
             try:  # a scheme plug-in named module:attribute is a target too
                 return "scheme", get_scheme(spec)
@@ -303,7 +306,17 @@ def _from_factory(
         )
     if not callable(factory):
         raise TargetError(f"audit target {name}: is not callable (a factory(env) -> target)")
-    probe = Target.__new__(Target)
-    probe.name, probe.timeout = name, float(timeout)
-    obj = probe._call("factory(env)", factory, env)
-    return Target(obj, name, timeout)
+    # the object is checked (its claims and options read) in the guarded thread too: a property that hangs or
+    # returns a huge value is stopped by the time limit
+    return guarded_call(
+        name,
+        float(timeout),
+        "factory(env)",
+        factory,
+        env,
+        check=lambda obj: Target(obj, name, timeout, origin=factory),
+    )
+
+
+def _options_json(options: dict[str, Any]) -> str:
+    return json.dumps(options, sort_keys=True, default=repr)

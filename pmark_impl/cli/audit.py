@@ -1,19 +1,30 @@
 """``pmark audit TARGET --out DIR``: hold a watermark implementation to the guarantees (issue 27, docs/audit.md).
 
 Exit status: 0 when every guarantee the target claims holds, 1 when one is violated, 2 on bad input or a target
-that breaks its protocol (one line; a missing target before any model loads), 3 on an internal error of the audit. The folder is a
-``pmark audit report`` the toolkit owns (marker and manifest): a non-empty folder it did not write is refused,
-``--force`` starts afresh (deleting only the files of an earlier audit, its cached parts included), and a run
-interrupted midway resumes from the parts it finished (same target, options, claims, world and configuration).
+that breaks its protocol (one line; a missing target before any model loads), 3 on an internal error of the audit.
+The folder is a ``pmark audit report`` the toolkit owns (marker and manifest): a non-empty folder it did not write
+is refused, ``--force`` starts afresh (deleting only the files of an earlier audit, its cached parts included),
+and a run interrupted midway resumes from the parts it finished (same target code, options, claims, world and
+configuration: an edited target is audited afresh, :mod:`pmark_impl.audit._code`).
+
+No behaviour of the target can produce status 0 (issue 36): the target's module is imported, and the audit run, in
+forked child processes (:mod:`pmark_impl.audit._isolate`); the child writes the report and answers with the digest
+of its ``results.json``, and this process prints the verdicts and exits 0 only after reading back that very
+report, complete. A child that ends without answering (``os._exit(0)`` in the target) is exit 2. Every size option
+has an upper bound (:data:`pmark_impl.audit._config.LIMITS`, ``--timeout`` at most a day).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from pathlib import Path
 from typing import Any
 
+from pmark_impl._limits import MAX_CANDIDATES
+from pmark_impl.audit._checks import LOCK_NAME, REPORT_KIND
+from pmark_impl.audit._config import LIMITS, MAX_TIMEOUT
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError
 from pmark_impl.cli.options import float_type, int_type, one_line
@@ -23,9 +34,13 @@ __all__ = ["EXIT_AUDIT_ERROR", "REPORT_KIND", "add_parser", "cmd_audit"]
 #: Exit status of an internal error during an audit (1 means a claimed guarantee is violated).
 EXIT_AUDIT_ERROR = 3
 
-#: The ownership kind of an audit folder (:mod:`pmark_theory._owned`).
-REPORT_KIND = "pmark audit report"
-_LOCK = ".lock"
+_LOCK = LOCK_NAME
+
+
+def _size(field: str) -> Any:
+    """The ``argparse`` type of the option for ``AuditConfig.field``: an integer within its bounds."""
+    lo, hi = LIMITS[field]
+    return int_type(lo, hi)
 
 
 def add_parser(sub: Any) -> None:
@@ -43,11 +58,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--quick", action="store_true", help="small samples (about 30 s per target on the tiny LM)"
     )
-    p.add_argument("--keys", type=int_type(2), default=None, metavar="K", help="keys of the null part")
+    p.add_argument("--keys", type=_size("keys"), default=None, metavar="K", help="keys of the null part")
     p.add_argument(
-        "--texts", type=int_type(2), default=None, metavar="N", help="null texts per half and source"
+        "--texts",
+        type=int_type(2, LIMITS["texts"][1]),
+        default=None,
+        metavar="N",
+        help="null texts per half and source",
     )
-    p.add_argument("--sentences", type=int_type(1), default=None, metavar="T", help="sentences per text")
+    p.add_argument(
+        "--sentences", type=_size("sentences"), default=None, metavar="T", help="sentences per text"
+    )
     p.add_argument(
         "--lengths",
         type=_lengths_type,
@@ -56,9 +77,15 @@ def add_parser(sub: Any) -> None:
         help="text lengths the FPR is decided at, e.g. '6' or '2-6' or '3,5' (default: every length from 2 to "
         "--sentences, prefixes of the same texts, Bonferroni over lengths)",
     )
-    p.add_argument("--samples", type=int_type(10), default=None, metavar="S", help="distortion samples")
+    p.add_argument(
+        "--samples",
+        type=int_type(10, LIMITS["distortion_samples"][1]),
+        default=None,
+        metavar="S",
+        help="distortion samples",
+    )
     p.add_argument("--alpha", type=float_type(0.0, 1.0), default=None, help="detection level (default 0.05)")
-    p.add_argument("--seed", type=int_type(0), default=0, help="the audit's seed")
+    p.add_argument("--seed", type=_size("seed"), default=0, help="the audit's seed")
     p.add_argument(
         "--corpus", default=None, metavar="FILE", help="human corpus (.jsonl or text) for the null part"
     )
@@ -73,12 +100,22 @@ def add_parser(sub: Any) -> None:
         "--encoder", default=None, metavar="NAME", help="with --lm: the sentence encoder (default: MiniLM)"
     )
     p.add_argument(
-        "--timeout", type=float_type(0.0, 86400.0), default=60.0, metavar="S", help="seconds per call"
+        "--timeout",
+        type=float_type(0.0, MAX_TIMEOUT, open_lo=True),
+        default=60.0,
+        metavar="S",
+        help="seconds per call (at most a day)",
     )
     p.add_argument(
         "--calibrated", action="store_true", help="scheme targets: calibrate every key (pmark calibrate)"
     )
-    p.add_argument("--n", type=int_type(1), default=None, metavar="N", help="scheme targets: candidates N")
+    p.add_argument(
+        "--n",
+        type=int_type(1, MAX_CANDIDATES),
+        default=None,
+        metavar="N",
+        help="scheme targets: candidates N",
+    )
     p.add_argument(
         "--set", action="append", default=None, metavar="NAME=VALUE", help="scheme targets: a scheme setting"
     )
@@ -94,12 +131,12 @@ def _lengths_type(text: str) -> tuple[int, ...]:
         for part in text.split(","):
             lo, _, hi = part.strip().partition("-")
             a, b = int(lo), int(hi) if hi else int(lo)
-            if a < 1 or b < a or b - a > 10_000:
+            if a < 1 or b < a or b > LIMITS["sentences"][1]:
                 raise ValueError
             out.update(range(a, b + 1))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected lengths like 6, 2-6 or 3,5 (integers >= 1), got {text!r}"
+            f"expected lengths like 6, 2-6 or 3,5 (integers in 1..{LIMITS['sentences'][1]}), got {text!r}"
         ) from None
     return tuple(sorted(out))
 
@@ -148,18 +185,14 @@ def _complete(out: Path) -> bool:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; see the module docstring for the exit status."""
-    from pmark_impl.audit import audit, load_target
+    from pmark_impl.audit._checks import check_documents
     from pmark_impl.audit._config import check_config
-    from pmark_impl.audit._report import write_audit
-    from pmark_impl.audit._target import resolve_target
+    from pmark_impl.audit._isolate import isolated, parent_threads
+    from pmark_impl.audit._run import warm_corpus
     from pmark_impl.cli.scheme_options import parse_set
-    from pmark_theory._lock import OutputInUseError, OutputLock
-    from pmark_theory._owned import FolderError, claim_folder, probe_folder
+    from pmark_theory._owned import FolderError, probe_folder
 
     config = check_config(_config(args))
-    resolve_target(args.target)  # a missing or unregistered target is refused before any model is built
-    if not args.timeout > 0:
-        raise CLIError(f"--timeout must be > 0 seconds, got {args.timeout:g}")
     out: Path = args.out
     try:
         probe_folder(out, REPORT_KIND, ignore=(_LOCK,), what="--out")
@@ -174,6 +207,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from pmark_impl._corpus import read_corpus
 
         documents = read_corpus(args.corpus, min_sentences=config.sentences)
+        check_documents(documents, config)  # too small for the null part: refused now, not after two parts
     options: dict[str, Any] = {}
     if args.calibrated:
         options["calibrated"] = True
@@ -181,52 +215,106 @@ def cmd_audit(args: argparse.Namespace) -> int:
         options["n_candidates"] = args.n
     if args.set:
         options["settings"] = parse_set(args.set)
-    env = _env(args)
+    with parent_threads():
+        # a missing or unregistered target is refused before any model is built; its module is imported in a
+        # child, as the audit runs in one (no top-level code of the target runs in this process)
+        isolated(lambda _: _resolve(args.target), name=args.target)
+        env = _env(args)
+        warm_corpus(config, documents)
+        try:
+            answer = isolated(lambda _: _audit_child(args, env, config, documents, options), name=args.target)
+        except (ValueError, OSError, KeyboardInterrupt, CLIError):  # the target's or the user's: 2 / 130
+            raise
+        except Exception as exc:
+            if models.debug():
+                raise
+            from pmark_impl.audit._isolate import AuditProcessError
+
+            what = str(exc) if isinstance(exc, AuditProcessError) else f"{type(exc).__name__}: {exc}"
+            print(
+                f"pmark: error: {one_line(what.strip().splitlines()[0])} (an internal error of pmark audit, not a "
+                "verdict on the target; set PMARK_DEBUG=1 for the traceback)",
+                file=sys.stderr,
+            )
+            return EXIT_AUDIT_ERROR
+    doc = _read_back(out, answer, args.target)
+    print(
+        f"audit of {doc['target']}: {'PASSED' if doc['passed'] else 'FAILED'} — report: {out / 'report.md'}"
+    )
+    for v in doc["verdicts"]:
+        flag = "VIOLATED" if v["claimed"] and v["status"] == "violated" else v["status"]
+        print(f"  [{flag:>8}] {v['guarantee']}{' (claimed)' if v['claimed'] else ''}: {v['detail']}")
+    return 0 if doc["passed"] else 1
+
+
+def _resolve(spec: str) -> str:
+    """The target's kind (``"scheme"`` or ``"factory"``): imports its module (in the child)."""
+    from pmark_impl.audit._target import resolve_target
+
+    return resolve_target(spec)[0]
+
+
+def _audit_child(
+    args: argparse.Namespace, env: Any, config: Any, documents: Any, options: dict[str, Any]
+) -> Any:
+    """In the child: load the target, claim the folder, run the parts, write the report; answer its digest."""
+    from pmark_impl.audit._report import write_audit
+    from pmark_impl.audit._run import audit_in_process, json_bytes
+    from pmark_impl.audit._target import load_target
+    from pmark_theory._lock import OutputInUseError, OutputLock
+    from pmark_theory._owned import claim_folder
+
     try:
         target = load_target(args.target, env, timeout=args.timeout, **options)
     except TypeError as exc:
         raise CLIError(f"audit target {args.target}: {exc}") from None
-    lock = OutputLock(out)
+    lock = OutputLock(args.out)
     try:
         lock.acquire()
     except OutputInUseError as exc:
         raise CLIError(str(exc)) from None
     try:
-        folder = claim_folder(out, REPORT_KIND, tool="pmark audit", ignore=(_LOCK,), what="--out")
+        folder = claim_folder(args.out, REPORT_KIND, tool="pmark audit", ignore=(_LOCK,), what="--out")
         if args.force:  # a fresh audit: the earlier report and its cached parts go (only files pmark wrote)
             folder.clear()
         folder.remove_debris()
         progress = None if args.no_progress else _progress()
         try:
-            report = audit(target, env, config, documents=documents, folder=folder, progress=progress)
-            write_audit(folder, report)
-        except (
-            ValueError,
-            OSError,
-            KeyboardInterrupt,
-        ):  # the target's or the user's: exit 2 / 130 by pmark's rule
-            raise
-        except Exception as exc:
-            if models.debug():
-                raise
-            print(
-                f"pmark: error: {type(exc).__name__}: {one_line(models.first_line(exc))} (an internal error of "
-                f"pmark audit, not a verdict on the target; set PMARK_DEBUG=1 for the traceback)",
-                file=sys.stderr,
+            report = audit_in_process(
+                target, env, config, documents=documents, folder=folder, progress=progress
             )
-            return EXIT_AUDIT_ERROR
+            write_audit(folder, report)
         finally:
             if progress is not None:
                 sys.stderr.write("\n")
     finally:
         lock.release()
-    print(
-        f"audit of {report.target}: {'PASSED' if report.passed else 'FAILED'} — report: {out / 'report.md'}"
-    )
-    for v in report.verdicts:
-        flag = "VIOLATED" if v["claimed"] and v["status"] == "violated" else v["status"]
-        print(f"  [{flag:>8}] {v['guarantee']}{' (claimed)' if v['claimed'] else ''}: {v['detail']}")
-    return 0 if report.passed else 1
+    return {"sha256": hashlib.sha256(json_bytes(report.to_dict())).hexdigest(), "passed": report.passed}
+
+
+def _read_back(out: Path, answer: Any, target: str) -> dict[str, Any]:
+    """The report the child wrote, read back and checked against its answer (digest, verdict, ``report.md``)."""
+    from pmark_impl.audit._target import TargetError
+    from pmark_theory._json import loads_strict
+
+    try:
+        data = (out / "results.json").read_bytes()
+        doc = loads_strict(data, "results.json")
+    except (OSError, ValueError):
+        data, doc = b"", None
+    if (
+        not isinstance(answer, dict)
+        or not isinstance(doc, dict)
+        or hashlib.sha256(data).hexdigest() != answer.get("sha256")
+        or doc.get("passed") is not answer.get("passed")
+        or not isinstance(doc.get("verdicts"), list)
+        or not (out / "report.md").is_file()
+    ):
+        raise TargetError(
+            f"audit target {target}: the audit's report in {out} is not complete or not the one the audit wrote "
+            "(it changed while pmark audit ran); no verdict"
+        )
+    return doc
 
 
 def _progress() -> Any:

@@ -12,6 +12,10 @@ Everything here runs offline, on the CPU, with no model download:
 * :func:`audit` and :func:`assert_audit_passes` — run the audit (:mod:`pmark_impl.audit`) on a target;
 * :func:`plugin` — register your factory: ``@plugin("audit_target")`` (only registered factories are called).
 
+Every function here checks its arguments first and raises ``PMarkValueError`` (a ``ValueError``) naming the bad one,
+before any work (issue 36); sizes are bounded (:data:`MAX_FAKE_SENTENCES`, :data:`MAX_TINY_HIDDEN`,
+``HashBagEncoder``'s ``dim`` at :data:`pmark_impl.audit._env.MAX_DIM`).
+
 Example (a file that works outside this repository; see ``docs/audit.md``)::
 
     from pmark_impl.testing import QUICK, assert_audit_passes
@@ -22,6 +26,8 @@ Example (a file that works outside this repository; see ``docs/audit.md``)::
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,9 +48,12 @@ from pmark_impl.audit import (
     tiny_env,
 )
 from pmark_theory._plugins import plugin
+from pmark_theory._validate import PMarkValueError, check_size
 
 __all__ = [
     "CLAIMS",
+    "MAX_FAKE_SENTENCES",
+    "MAX_TINY_HIDDEN",
     "QUICK",
     "TESTING_API_VERSION",
     "AuditConfig",
@@ -67,13 +76,65 @@ __all__ = [
 
 #: Version of this kit's public API.
 TESTING_API_VERSION = 1
+#: Most sentences of a :class:`FakeSampler`'s support, and most candidates of one ``sample`` call.
+MAX_FAKE_SENTENCES = 1_000_000
+#: Widest and deepest tiny LM (:func:`make_tiny_lm`), and the longest sentence cap of :func:`exact_sentence_law`.
+MAX_TINY_HIDDEN = 1024
+MAX_TINY_LAYERS = 16
+MAX_LAW_TOKENS = 8
+_TINY_OPTIONS = ("hidden_size", "num_layers", "logit_scale", "end_bias", "dtype", "corpus", "eos_bias")
 
 
 def make_tiny_lm(seed: int = 0, **options: Any) -> tuple[Any, Any]:
-    """``(model, tokenizer)``: the tiny float64 Llama (:func:`pmark_impl.sampling._tiny.make_tiny_lm`'s options)."""
+    """``(model, tokenizer)``: the tiny float64 Llama (:func:`pmark_impl.sampling._tiny.make_tiny_lm`'s options).
+
+    Args:
+      seed: seeds the weights (``0 .. 2**63 - 1``).
+      **options: ``hidden_size`` (a multiple of 4 up to :data:`MAX_TINY_HIDDEN`), ``num_layers`` (up to 16),
+        ``logit_scale`` (finite, > 0), ``end_bias`` and ``eos_bias`` (real or ``-inf``), ``dtype``
+        (``torch.float32`` or ``torch.float64``), ``corpus`` (tokenizer texts).
+
+    Raises:
+      PMarkValueError: an unknown option or a value out of range (named), before anything is built.
+    """
+    import torch
+
     from pmark_impl.sampling._tiny import make_tiny_lm as _make
 
+    check_size("seed", seed, minimum=0, maximum=2**63 - 1)
+    for name in options:
+        if name not in _TINY_OPTIONS:
+            raise PMarkValueError(
+                f"unknown option {name!r} of make_tiny_lm (known: {', '.join(_TINY_OPTIONS)})"
+            )
+    if "hidden_size" in options:
+        h = check_size("hidden_size", options["hidden_size"], minimum=4, maximum=MAX_TINY_HIDDEN)
+        if h % 4:
+            raise PMarkValueError(f"hidden_size must be a multiple of 4 (4 attention heads), got {h}")
+    if "num_layers" in options:
+        check_size("num_layers", options["num_layers"], maximum=MAX_TINY_LAYERS)
+    if "logit_scale" in options:
+        _real("logit_scale", options["logit_scale"], positive=True)
+    for name in ("end_bias", "eos_bias"):
+        if options.get(name) is not None:
+            _real(name, options[name], minus_inf=True)
+    if "dtype" in options and options["dtype"] not in (torch.float32, torch.float64):
+        raise PMarkValueError(f"dtype must be torch.float32 or torch.float64, got {options['dtype']!r}")
+    corpus = options.get("corpus")
+    if corpus is not None and (isinstance(corpus, (str, bytes)) or not isinstance(corpus, Sequence)):
+        raise PMarkValueError(f"corpus must be a sequence of strings, got {type(corpus).__name__}")
     return _make(seed, **options)
+
+
+def _real(name: str, value: Any, *, positive: bool = False, minus_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise PMarkValueError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if math.isnan(v) or v == math.inf or (v == -math.inf and not minus_inf) or (positive and v <= 0):
+        raise PMarkValueError(
+            f"{name} must be a finite{' positive' if positive else ''} number, got {value!r}"
+        )
+    return v
 
 
 def exact_sentence_law(
@@ -81,12 +142,20 @@ def exact_sentence_law(
 ) -> tuple[list[str], np.ndarray]:
     """The exact law of the LM's next sentence after ``context`` (texts sorted, probabilities summing to 1).
 
-    Enumerates every token path of the sampler's stopping rule (cap ``max_sentence_tokens``); keep the cap small
-    (the paths grow as the vocabulary to that power).
+    Enumerates every token path of the sampler's stopping rule (cap ``max_sentence_tokens``, at most
+    :data:`MAX_LAW_TOKENS`: the paths grow as the vocabulary to that power).
+
+    Raises:
+      PMarkValueError: ``context`` is not a string, or the cap is out of range.
     """
     from pmark_impl.sampling._sampler import SamplingConfig
     from pmark_impl.sampling._tiny import enumerate_sentences
 
+    if not isinstance(context, str) or len(context) > 10_000:
+        raise PMarkValueError(
+            f"context must be a string of at most 10000 characters, got {type(context).__name__}"
+        )
+    check_size("max_sentence_tokens", max_sentence_tokens, maximum=MAX_LAW_TOKENS)
     return enumerate_sentences(
         model, tokenizer, context, SamplingConfig(max_sentence_tokens=max_sentence_tokens)
     )
@@ -96,36 +165,75 @@ class FakeSampler:
     """iid sentences from a fixed finite law, with the real sampler's ``sample(context, n, generator)``.
 
     Args:
-      sentences: the support.
-      probs: their probabilities (default uniform).
+      sentences: the support (1 to :data:`MAX_FAKE_SENTENCES` strings).
+      probs: their probabilities (default uniform): finite, non-negative, one per sentence, summing to 1.
+
+    Raises:
+      PMarkValueError: an empty or oversized support, a non-string sentence, or ``probs`` that is not a
+        probability vector of the support's length (NaN included).
     """
 
     def __init__(self, sentences: Sequence[str], probs: Sequence[float] | None = None) -> None:
         import torch
 
+        if isinstance(sentences, (str, bytes)) or not isinstance(sentences, Sequence):
+            raise PMarkValueError(f"sentences must be a sequence of strings, got {type(sentences).__name__}")
+        if not 1 <= len(sentences) <= MAX_FAKE_SENTENCES:
+            raise PMarkValueError(
+                f"sentences must hold 1 to {MAX_FAKE_SENTENCES} sentences, got {len(sentences)}"
+            )
+        bad = next((i for i, t in enumerate(sentences) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise PMarkValueError(f"sentences[{bad}] must be a string, got {type(sentences[bad]).__name__}")
         self.sentences = list(sentences)
-        p = (
-            np.full(len(self.sentences), 1.0 / len(self.sentences))
-            if probs is None
-            else np.asarray(probs, float)
-        )
-        if p.shape != (len(self.sentences),) or np.any(p < 0) or abs(p.sum() - 1) > 1e-9:
-            raise ValueError("probs must be a probability vector with one entry per sentence")
+        if probs is None:
+            p = np.full(len(self.sentences), 1.0 / len(self.sentences))
+        else:
+            if (
+                isinstance(probs, (str, bytes))
+                or not hasattr(probs, "__len__")
+                or len(probs) != len(sentences)
+            ):
+                raise PMarkValueError(f"probs must hold one probability per sentence ({len(sentences)})")
+            try:
+                p = np.asarray(probs, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise PMarkValueError("probs must be real numbers") from None
+        if p.shape != (len(self.sentences),) or not np.all(np.isfinite(p)) or np.any(p < 0):
+            raise PMarkValueError("probs must be finite and non-negative, one per sentence (no NaN)")
+        if abs(p.sum() - 1) > 1e-9:
+            raise PMarkValueError(f"probs must sum to 1, sums to {p.sum()!r}")
         self.probs = torch.tensor(p, dtype=torch.float64)
 
     def sample(self, context: str, n: int, generator: Any) -> list[Any]:
-        """``n`` candidates (``.text``, ``.n_tokens``, ``.outcome``) drawn with ``generator``."""
+        """``n`` candidates (``.text``, ``.n_tokens``, ``.outcome``) drawn with ``generator``.
+
+        Raises:
+          PMarkValueError: ``n`` is not an integer in ``1 ..`` :data:`MAX_FAKE_SENTENCES`.
+        """
         import torch
 
         from pmark_impl.sampling._sampler import Candidate
 
+        n = check_size("n", n, maximum=MAX_FAKE_SENTENCES)
         idx = torch.multinomial(self.probs, n, replacement=True, generator=generator).tolist()
         return [Candidate(self.sentences[i], len(self.sentences[i].split()), "sentence") for i in idx]
 
 
-def human_documents(path: str | None = None, *, min_sentences: int = 8) -> list[Any]:
-    """Human documents (``.doc_id``, ``.sentences``): the built-in corpus, or the file at ``path``."""
+def human_documents(path: str | os.PathLike[str] | None = None, *, min_sentences: int = 8) -> list[Any]:
+    """Human documents (``.doc_id``, ``.sentences``): the built-in corpus, or the file at ``path``.
+
+    Raises:
+      PMarkValueError: ``path`` is not a path, ``min_sentences`` not an integer in ``1..10000``; the file's own
+        errors (missing, too large, not UTF-8) as ``UserFileError``.
+    """
     from pmark_impl._corpus import builtin_documents, read_corpus
+
+    if path is not None and (not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip()):
+        raise PMarkValueError(
+            f"path must be a file path (str or os.PathLike) or None, got {type(path).__name__}"
+        )
+    min_sentences = check_size("min_sentences", min_sentences, maximum=10_000)
 
     if path is None:
         return builtin_documents(min_sentences=min_sentences)
@@ -136,6 +244,8 @@ def assert_audit_passes(
     target: Any, *, env: AuditEnv | None = None, config: AuditConfig = QUICK, **options: Any
 ) -> AuditReport:
     """Audit ``target`` and raise ``AssertionError`` listing every violated claimed guarantee.
+
+    The arguments are :func:`audit`'s, checked first (``PMarkValueError`` naming the bad one, before any work).
 
     Returns:
       The :class:`AuditReport` (for further assertions on its numbers).
