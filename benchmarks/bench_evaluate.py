@@ -31,13 +31,16 @@ import numpy as np
 import torch
 
 from benchmarks._common import goal, require_default_models
-from pmark_impl.evaluate._config import unit_seed
-from pmark_impl.evaluate._prompts import builtin_prompts
-from pmark_impl.evaluate._units import CountingSampler
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_default_encoder, load_default_lm
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.evaluate import CountingSampler, builtin_prompts, unit_seed
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import (
+    DEFAULT_LM_NAME,
+    LMSentenceSampler,
+    SamplingConfig,
+    load_default_encoder,
+    load_default_lm,
+)
 
 GOAL_ONLINE = 5.0
 N, CHANNELS, OFFLINE_BATCH = 64, 4, 16

@@ -43,17 +43,18 @@ import numpy as np
 import torch
 
 from benchmarks._common import goal, median_times, require_default_models
-from pmark_impl.detection._detect import detect, detect_many
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._models import (
+from pmark_impl.detection import detect, detect_many
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import (
     DEFAULT_ENCODER_NAME,
     DEFAULT_LM_NAME,
+    LMSentenceSampler,
+    SamplingConfig,
     load_default_encoder,
     load_default_lm,
+    split_sentences,
 )
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._segment import split_sentences
 
 GOAL_TOKEN_RATIO = 0.35
 GOAL_TIME_RATIO = 0.5  # offline wall time per sentence vs online, same N

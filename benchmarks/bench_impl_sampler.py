@@ -35,10 +35,15 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # transformers' GGUF de-quantisation
 import torch
 
 from benchmarks._common import goal, require_default_models
-from pmark_impl.sampling._engine import Request
-from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_default_lm
-from pmark_impl.sampling._rows import row_seeds
-from pmark_impl.sampling._sampler import DECODE_WINDOW, LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling import (
+    DECODE_WINDOW,
+    DEFAULT_LM_NAME,
+    LMSentenceSampler,
+    Request,
+    SamplingConfig,
+    load_default_lm,
+    row_seeds,
+)
 
 GOALS = {16: 5.0, 64: 8.0}
 # contexts decoded together by the engine route (issue 26: the sampler's N = 16 goal, met by sharing passes)

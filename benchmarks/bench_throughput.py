@@ -31,14 +31,18 @@ import numpy as np
 import torch
 
 from benchmarks._common import goal, require_default_models
-from pmark_impl.evaluate._config import unit_seed
-from pmark_impl.evaluate._prompts import builtin_prompts
-from pmark_impl.generation._many import generate_many
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._kv import cache_keyword, returned_cache
-from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_encoder, load_lm
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.evaluate import builtin_prompts, unit_seed
+from pmark_impl.generation import generate, generate_many
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import (
+    DEFAULT_LM_NAME,
+    LMSentenceSampler,
+    SamplingConfig,
+    cache_keyword,
+    load_encoder,
+    load_lm,
+    returned_cache,
+)
 
 CHANNELS, TEXTS = 4, 8
 RUNS = {

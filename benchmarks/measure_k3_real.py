@@ -28,11 +28,10 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl._corpus import builtin_documents, read_corpus
-from pmark_impl.detection._text_null_fit import LookupEncoder, fit_text_null, measure_text_null
-from pmark_impl.keys._calibrate import calibrate_key
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._models import load_encoder
-from pmark_impl.schemes import get_scheme
+from pmark_impl.detection import LookupEncoder, fit_text_null, measure_text_null
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import load_encoder
+from pmark_impl.schemes import calibrate_key, get_scheme
 
 ALPHAS = (0.05, 0.01)
 PROMPTS = Path(__file__).resolve().parents[1] / "pmark_impl" / "evaluate" / "data" / "prompts.jsonl"

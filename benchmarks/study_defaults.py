@@ -84,7 +84,7 @@ def sentences_for_power(
 def _contexts(sampler, seed: int) -> list[str]:
     import torch
 
-    from pmark_impl.generation._watermark import context_for
+    from pmark_impl.sampling import context_for
 
     out = []
     for i, prompt in enumerate(PROMPTS):
@@ -103,7 +103,7 @@ def _pools(sampler, encoder, contexts: list[str], tag: str, seed: int) -> dict:
     """Embeddings ``[C, P, d]``, token counts ``[C, P]`` (cached on disk, one context at a time)."""
     import torch
 
-    from pmark_impl.sampling._context import embed
+    from pmark_impl.sampling import embed
 
     cache = RESULTS / "defaults_pools.npz"  # not committed (.gitignore)
     ident = hashlib.sha256(json.dumps([tag, POOL, seed]).encode()).hexdigest()[:16]
@@ -193,12 +193,17 @@ def _batch_seconds(sampler, context: str, repeats: int) -> dict[int, float]:
 def run(quick: bool, keys: int = 400, seed: int = 0, max_contexts: int | None = None) -> dict:
     import torch
 
-    from pmark_impl.sampling._models import DEFAULT_LM_NAME, load_default_encoder, load_default_lm
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import (
+        DEFAULT_LM_NAME,
+        LMSentenceSampler,
+        SamplingConfig,
+        load_default_encoder,
+        load_default_lm,
+    )
 
     encoder = load_default_encoder()
     if quick:
-        from pmark_impl.sampling._tiny import make_tiny_lm
+        from pmark_impl.sampling import make_tiny_lm
 
         model, tok = make_tiny_lm()
         tag = "tiny-lm"

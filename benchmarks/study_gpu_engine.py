@@ -25,8 +25,7 @@ import numpy as np
 import torch
 
 from pmark_impl import WatermarkKey, generate, generate_many
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._tiny import make_tiny_lm
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
 from tests.pmark_impl import test_engine as te
 from tests.pmark_impl._impl_fakes import FakeEncoder
 

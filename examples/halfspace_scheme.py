@@ -32,8 +32,7 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl.schemes import Option, Scheme, StepOutput, count_record, decide
-from pmark_theory import plugin
-from pmark_theory._validate import PMarkValueError
+from pmark_theory import PMarkValueError, plugin
 
 __all__ = ["direction", "halfspace"]
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.sampling import TERMINAL_MARKS, split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
@@ -47,6 +47,7 @@ __all__ = [
     "jsonl_objects",
     "read_corpus",
     "split_documents",
+    "text_lines",
 ]
 
 #: A kept sentence has between MIN_WORDS and MAX_WORDS whitespace-separated words (inclusive).

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_PROMPT", "run_demo"]
+__all__ = ["DEFAULT_PROMPT", "format_demo", "run_demo"]
 
 DEFAULT_PROMPT = "The bicycle was invented in the early nineteenth century."
 
 
 def _plain_text(sampler: Any, prompt: str, n_sentences: int, seed: int) -> list[str]:
-    from pmark_impl.sampling._context import context_for, torch_generator
+    from pmark_impl.sampling import context_for, torch_generator
 
     sentences: list[str] = []
     for t in range(n_sentences):
@@ -51,11 +51,10 @@ def run_demo(
       dict with ``watermarked`` and ``unwatermarked`` entries (text, sentences, p_value, verdict, n_bits,
       n_green) and timings.
     """
-    from pmark_impl.detection._detect import detect
-    from pmark_impl.generation._watermark import generate
-    from pmark_impl.keys._keys import WatermarkKey
-    from pmark_impl.sampling._models import load_encoder, load_lm
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.detection import detect
+    from pmark_impl.generation import generate
+    from pmark_impl.keys import WatermarkKey
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, load_encoder, load_lm
 
     t0 = time.perf_counter()
     print("pmark demo: loading the default models (offline) …", file=log, flush=True)

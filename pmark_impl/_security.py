@@ -29,12 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._types import SentenceEncoder
-from pmark_impl.generation._watermark import resolve_channels
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._context import embed
-from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.detection import detect
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import TERMINAL_MARKS, SentenceEncoder, embed, split_sentences
+from pmark_impl.schemes import resolve_channels
 from pmark_theory._key_recovery import recover_from_counts, recover_from_projections, score_recovery
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -288,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import json
 
-    from pmark_impl.sampling._models import load_default_encoder
+    from pmark_impl.sampling import load_default_encoder
 
     p = argparse.ArgumentParser(prog="python -m pmark_impl._security", description=main.__doc__)
     p.add_argument("--levels", default=",".join(TEXT_ATTACK_LEVELS))

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._security import CachedEncoder, sign_agreement
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._types import SentenceEncoder
-from pmark_impl.generation._watermark import resolve_channels
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import SentenceEncoder
+from pmark_impl.schemes import resolve_channels
 from pmark_theory._chosen_text import fit_pivots
 from pmark_theory._chosen_text_attack import attack_level_chosen
 from pmark_theory._key_recovery import score_recovery
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import json
 
     from pmark_impl._security import human_sentences
-    from pmark_impl.sampling._models import load_default_encoder
+    from pmark_impl.sampling import load_default_encoder
 
     p = argparse.ArgumentParser(prog="python -m pmark_impl._security_chosen", description=main.__doc__)
     p.add_argument("--budgets", default="250,500,1000,1500,2000,2500,3000,4000,4700")

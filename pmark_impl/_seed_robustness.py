@@ -22,9 +22,9 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl.attacks import get_attack
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["deletion_robustness", "plot_deletion_robustness"]

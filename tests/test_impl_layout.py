@@ -10,6 +10,9 @@
   flag) and docstrings aside.
 * **Small modules**: no module of ``pmark_impl`` over 420 lines; no function of the generation and detection paths
   (``_watermark``, ``_detect``, ``pmark_impl.schemes``) over 80 lines.
+* **Layers** (issue 37): the units of ``pmark_impl`` (subpackages and single modules) sit in :data:`LAYERS`; every
+  import between two units goes strictly down and names the lower unit's face (``pmark_impl.<sub>`` and a name of
+  its ``__all__``), and the unit graph has no loop (``docs/architecture.md``, "Layers").
 
 Each rule has a negative control that runs the same scanner on a small mutated source and must fail.
 """
@@ -322,3 +325,185 @@ def test_the_code_that_drives_schemes_never_asks_which_one():
 )
 def test_branch_scan_negative_controls(source, expected):
     assert scheme_branches(source, {"online", "offline", "semstamp"}) == expected
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layers (issue 37): the units of pmark_impl — its subpackages and its single modules — form layers, and a unit
+# imports only the public face of units in layers strictly below its own (docs/architecture.md, "Layers").
+# ----------------------------------------------------------------------------------------------------------------
+
+#: The layers of ``pmark_impl``, bottom to top. A unit is a subpackage (its face: its ``__init__`` and the names in
+#: its ``__all__``) or a single module (the module is its face); ``"pmark_impl"`` is the package's own face.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("_limits", "_user_json"),
+    ("sampling",),
+    ("_corpus",),
+    ("keys",),
+    ("schemes",),
+    ("generation", "detection"),
+    ("attacks", "quality"),
+    ("_security", "_seed_robustness", "_tradeoffs", "_demo"),
+    ("_security_chosen",),
+    ("evaluate", "audit"),
+    ("testing",),
+    ("cli",),
+    ("pmark_impl",),
+)
+#: TEMPORARY (issue 37): modules being rewritten elsewhere whose cross-unit imports may still name private modules;
+#: they must still go down the layers. Remove each entry once its imports use the faces.
+FACE_RULE_PENDING: tuple[str, ...] = ()
+
+
+def _unit_of(module: str, package: str) -> str:
+    parts = module.split(".")
+    return package if len(parts) == 1 else parts[1]
+
+
+def _face_names(source: str) -> set[str] | None:
+    """The names of ``__all__`` (string items, and ``*sorted(_LAZY)`` over a dict literal ``_LAZY``); ``None``
+    when the module defines no ``__all__``."""
+    tables: dict[str, set[str]] = {}
+    names: set[str] | None = None
+    for node in ast.parse(source).body:
+        if not (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            continue
+        target, value = node.targets[0].id, node.value
+        if isinstance(value, ast.Dict):
+            tables[target] = {k.value for k in value.keys if isinstance(k, ast.Constant)}
+        if target == "__all__" and isinstance(value, (ast.List, ast.Tuple)):
+            names = set()
+            for item in value.elts:
+                if isinstance(item, ast.Constant):
+                    names.add(item.value)
+                elif isinstance(item, ast.Starred):
+                    inner = item.value.args[0] if isinstance(item.value, ast.Call) else item.value
+                    names |= tables.get(getattr(inner, "id", ""), set())
+    return names
+
+
+def layer_problems(
+    sources: dict[str, str],
+    layers: tuple[tuple[str, ...], ...] = LAYERS,
+    package: str = "pmark_impl",
+    pending: tuple[str, ...] = (),
+) -> list[str]:
+    """Every import (top level, in a function, under ``TYPE_CHECKING``) between two units that does not go
+    strictly down ``layers`` or does not target the unit's face, every unit without a layer, and every loop of
+    the unit graph. ``pending`` modules (and their submodules) are held to the layers only."""
+    rank = {unit: i for i, layer in enumerate(layers) for unit in layer}
+    units = {_unit_of(m, package) for m in sources}
+    faces = {u: _face_names(sources[u if u == package else f"{package}.{u}"]) for u in units}
+    problems = [f"unit {u} has no layer" for u in sorted(units - set(rank))]
+    graph: dict[str, set[str]] = {u: set() for u in units}
+
+    def check(module: str, line: int, target: str, names: list[str]) -> None:
+        src, dst = _unit_of(module, package), _unit_of(target, package)
+        if dst == src:
+            return
+        graph[src].add(dst)
+        where = f"{module}:{line}"
+        if rank.get(dst, len(layers)) >= rank.get(src, -1):
+            problems.append(f"{where}: imports {target} — {dst} is not below {src}")
+        if any(module == p or module.startswith(p + ".") for p in pending):
+            return
+        face = package if dst == package else f"{package}.{dst}"
+        if target != face:
+            problems.append(f"{where}: imports the private module {target} — use the face {face}")
+            return
+        allowed = faces[dst]
+        for name in names:
+            if name.startswith("_") or (allowed is not None and name not in allowed):
+                problems.append(f"{where}: imports {name} from {face}, not in its __all__")
+
+    for module, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name == package or alias.name.startswith(package + "."):
+                        check(module, node.lineno, alias.name, [])
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module == package:  # ``from pmark_impl import unit`` or a name of the package's face
+                    for alias in node.names:
+                        if alias.name in units:
+                            check(module, node.lineno, f"{package}.{alias.name}", [])
+                        else:
+                            check(module, node.lineno, package, [alias.name])
+                elif node.module.startswith(package + "."):
+                    check(module, node.lineno, node.module, [a.name for a in node.names])
+    problems += [f"loop between units: {' <-> '.join(c)}" for c in cycles(graph)]
+    return problems
+
+
+def test_every_unit_has_one_layer():
+    units = {_unit_of(m, "pmark_impl") for m in _modules()}
+    listed = [u for layer in LAYERS for u in layer]
+    assert len(listed) == len(set(listed)), "a unit is listed twice"
+    assert set(listed) == units, (
+        f"not listed: {sorted(units - set(listed))}; gone: {sorted(set(listed) - units)}"
+    )
+
+
+def test_units_import_only_faces_of_lower_layers():
+    problems = layer_problems(_sources(), pending=FACE_RULE_PENDING)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_faces_export_what_they_name():
+    import importlib
+
+    for layer in LAYERS:
+        for unit in layer:
+            module = importlib.import_module("pmark_impl" if unit == "pmark_impl" else f"pmark_impl.{unit}")
+            names = getattr(module, "__all__", None)
+            if names is None:  # a single module without __all__: its public names are its face
+                continue
+            missing = [n for n in names if not hasattr(module, n)]
+            assert not missing, f"{module.__name__}.__all__ names what it lacks: {missing}"
+
+
+def test_layer_scan_negative_controls():
+    layers = (("_base",), ("low",), ("high",), ("pkg",))
+    sources = {
+        "pkg": "from pkg.high import g\n__all__ = ['g']\n",
+        "pkg._base": "__all__ = ['x']\nx = 1\n_y = 2\n",
+        "pkg.low": "from pkg.low._impl import f\n__all__ = ['f']\n",
+        "pkg.low._impl": "from pkg._base import x\n\ndef f():\n    return x\n",
+        "pkg.high": "from pkg.high._impl import g\n__all__ = ['g']\n",
+        "pkg.high._impl": "from pkg.low import f\n\ndef g():\n    return f()\n",
+    }
+    assert layer_problems(sources, layers, "pkg") == []  # the clean tree passes
+    bad = dict(sources)
+    bad["pkg.high._impl"] = "from pkg.low import f\n\ndef g():\n    from pkg.low._impl import f\n"
+    assert layer_problems(bad, layers, "pkg") == [
+        "pkg.high._impl:4: imports the private module pkg.low._impl — use the face pkg.low"
+    ]
+    bad = dict(sources)
+    bad["pkg.high._impl"] = "from pkg.low import f, _hidden\nfrom pkg._base import _y\nimport pkg.low._impl\n"
+    assert layer_problems(bad, layers, "pkg") == [
+        "pkg.high._impl:1: imports _hidden from pkg.low, not in its __all__",
+        "pkg.high._impl:2: imports _y from pkg._base, not in its __all__",
+        "pkg.high._impl:3: imports the private module pkg.low._impl — use the face pkg.low",
+    ]
+    bad = dict(sources)  # an upward import inside a function makes a loop
+    bad["pkg.low._impl"] = "def f():\n    from pkg.high import g\n    return g\n"
+    assert layer_problems(bad, layers, "pkg") == [
+        "pkg.low._impl:2: imports pkg.high — high is not below low",
+        "loop between units: high <-> low",
+    ]
+    bad = dict(sources)  # a sideways import, a unit with no layer, and the package's own face from below
+    bad["pkg.side"] = "from pkg import low\n__all__ = []\n"
+    bad["pkg.low._impl"] = "from pkg import g\n"
+    assert layer_problems(bad, layers, "pkg") == [
+        "unit side has no layer",
+        "pkg.low._impl:1: imports pkg — pkg is not below low",
+        "pkg.side:1: imports pkg.low — low is not below side",
+        "loop between units: high <-> low <-> pkg",
+    ]
+    bad = dict(sources)  # a pending module is held to the layers, not to the faces
+    bad["pkg.high._impl"] = "from pkg.low._impl import f\n\ndef g():\n    from pkg import g\n"
+    assert layer_problems(bad, layers, "pkg", pending=("pkg.high",)) == [
+        "pkg.high._impl:4: imports pkg — pkg is not below high",
+        "loop between units: high <-> pkg",
+    ]

@@ -262,3 +262,35 @@ def test_packages_are_imported_from_the_repository(module):
     path = Path(module.__file__).resolve()
     assert path.is_relative_to(ROOT), path
     assert path.parent == ROOT / module.__name__  # flat layout, no src/
+
+
+def private_toolkit_imports(source: str) -> list[str]:
+    """The imports in ``source`` of a private module of the toolkit (a ``_name`` part under ``pmark_*``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        for name in names:
+            parts = name.split(".")
+            if parts[0].startswith("pmark_") and any(p.startswith("_") for p in parts[1:]):
+                found.append(f"{node.lineno}: {name}")
+    return found
+
+
+def test_examples_import_only_public_names():
+    """Issue 37: an example is what a user copies; it imports the toolkit's public faces only."""
+    assert private_toolkit_imports(
+        "from pmark_theory._plugins import plugin\nimport pmark_impl.keys._keys\n"
+    ) == [
+        "1: pmark_theory._plugins",
+        "2: pmark_impl.keys._keys",
+    ]  # the negative control: the scanner sees both spellings
+    assert (
+        private_toolkit_imports("from pmark_theory import plugin\nfrom examples.x._common import y\n") == []
+    )
+    bad = {
+        path.relative_to(ROOT).as_posix(): hits
+        for path in sorted((ROOT / "examples").rglob("*.py"))
+        if (hits := private_toolkit_imports(path.read_text(encoding="utf-8")))
+    }
+    assert not bad, bad

@@ -24,8 +24,7 @@ import numpy as np
 from scipy import stats
 
 from pmark_impl import context_for
-from pmark_impl.sampling._context import sampler_device, torch_generator
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import sampler_device, split_sentences, torch_generator
 
 __all__ = ["OnlinePivots", "PivotKey", "draw", "halve_exactly", "reference_sentences", "seed_of"]
 
@@ -48,9 +47,9 @@ _REFERENCE: list[str] = []
 def reference_sentences(limit: int = 2000) -> list[str]:
     """The first ``limit`` distinct sentences of the built-in human corpus (cached)."""
     if not _REFERENCE:
-        from pmark_impl._corpus import builtin_documents
+        from pmark_impl.testing import human_documents
 
-        seen = dict.fromkeys(s for d in builtin_documents(min_sentences=1) for s in d.sentences)
+        seen = dict.fromkeys(s for d in human_documents(min_sentences=1) for s in d.sentences)
         _REFERENCE.extend(list(seen)[:limit])
     return _REFERENCE
 

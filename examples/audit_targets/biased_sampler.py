@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from examples.audit_targets._common import OnlinePivots
-from pmark_theory._plugins import plugin
+from pmark_theory import plugin
 
 __all__ = ["BiasedSampler", "make_correct_target", "make_target"]
 

@@ -27,8 +27,8 @@ import numpy as np
 from scipy import stats
 
 from examples.audit_targets._common import draw, seed_of
-from pmark_impl.sampling._segment import split_sentences
-from pmark_theory._plugins import plugin
+from pmark_impl.sampling import split_sentences
+from pmark_theory import plugin
 
 __all__ = ["MinHash", "law_over_keys", "make_target"]
 

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from examples.audit_targets._common import draw, seed_of
-from pmark_impl.sampling._segment import split_sentences
-from pmark_theory._plugins import plugin
+from pmark_impl.sampling import split_sentences
+from pmark_theory import plugin
 
 __all__ = ["SimKey", "SimMarkInSample", "make_target"]
 
@@ -88,9 +88,9 @@ class SimMarkInSample:
         if calibration is not None:
             return SimKey(int(seed), self._gamma(calibration))
         if self._default_gamma is None:
-            from pmark_impl._corpus import builtin_documents
+            from pmark_impl.testing import human_documents
 
-            self._default_gamma = self._gamma([list(d.sentences) for d in builtin_documents()])
+            self._default_gamma = self._gamma([list(d.sentences) for d in human_documents()])
         return SimKey(int(seed), self._default_gamma)
 
     def generate(self, prompt: str, key: SimKey, seed: int, sentences: int = 4) -> str:

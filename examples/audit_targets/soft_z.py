@@ -32,7 +32,7 @@ import numpy as np
 from scipy import stats
 
 from examples.audit_targets._common import OnlinePivots, PivotKey
-from pmark_theory._plugins import plugin
+from pmark_theory import plugin
 
 __all__ = ["SoftZ", "make_correct_target", "make_target"]
 

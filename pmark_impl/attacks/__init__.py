@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pmark_impl.attacks._diagnostics import AttackSimilarity, EvidenceFlips, attack_similarity, evidence_flips
 from pmark_impl.attacks._lexicon import Lexicon, TableLexicon, WordNetLexicon, default_lexicon, wordnet_folder
+from pmark_impl.attacks._params import collect_params, parse_param_value, show, value_key
 from pmark_impl.attacks._paraphrase import (
     DOCUMENT_TEMPLATE,
     SENTENCE_TEMPLATE,
@@ -59,6 +60,7 @@ __all__ = [
     "attack_similarity",
     "bigram_overlap",
     "check_rate",
+    "collect_params",
     "copy_paste",
     "default_lexicon",
     "evidence_flips",
@@ -66,6 +68,7 @@ __all__ = [
     "list_attacks",
     "paraphrase_document",
     "paraphrase_sentence",
+    "parse_param_value",
     "plugin",
     "register_attack",
     "select_by_bigram_overlap",
@@ -74,7 +77,9 @@ __all__ = [
     "sentence_merge",
     "sentence_split",
     "sentence_swap",
+    "show",
     "substitutable_mask",
+    "value_key",
     "word_delete",
     "word_substitute",
     "wordnet_folder",

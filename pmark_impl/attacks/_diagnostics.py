@@ -21,11 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pmark_impl.generation._types import SentenceEncoder
-from pmark_impl.generation._watermark import resolve_channels
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._context import embed
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import SentenceEncoder, embed, split_sentences
+from pmark_impl.schemes import resolve_channels
 from pmark_theory._counts import hard_counts
 
 __all__ = ["AttackSimilarity", "EvidenceFlips", "attack_similarity", "evidence_flips"]

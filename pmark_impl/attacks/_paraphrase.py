@@ -38,7 +38,7 @@ from pmark_impl.attacks._params import (
     show,
 )
 from pmark_impl.attacks._table import AttackFn, register_attack
-from pmark_impl.sampling._segment import normalize_whitespace, split_sentences
+from pmark_impl.sampling import normalize_whitespace, split_sentences
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
@@ -119,7 +119,7 @@ class Paraphraser:
     chat: bool | None = None
 
     def __post_init__(self) -> None:
-        from pmark_impl.sampling._sampler import SamplingConfig
+        from pmark_impl.sampling import SamplingConfig
 
         _check_model(self.model)
         _check_tokenizer(self.tokenizer)
@@ -180,8 +180,7 @@ class Paraphraser:
         """``n_candidates`` cleaned replies for ``text``, sampled in one batch with ``generator``."""
         import torch
 
-        from pmark_impl.sampling._kv import cache_keyword, returned_cache
-        from pmark_impl.sampling._sampler import filtered_logprobs
+        from pmark_impl.sampling import cache_keyword, filtered_logprobs, returned_cache
 
         k = self.n_candidates
         device = next(self.model.parameters()).device
@@ -284,7 +283,7 @@ def _make(level: str, model, tokenizer, model_name, **kw) -> Paraphraser:
     if model is not None and model_name is not None:
         raise PMarkValueError("pass model and tokenizer, or model_name, not both")
     if model is None:
-        from pmark_impl.sampling._models import load_lm
+        from pmark_impl.sampling import load_lm
 
         model, tokenizer = load_lm(model_name)
     return Paraphraser(model, tokenizer, level=level, **kw)

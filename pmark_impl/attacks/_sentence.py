@@ -28,7 +28,7 @@ import numpy as np
 
 from pmark_impl.attacks._params import check_int_in, show
 from pmark_impl.attacks._table import AttackFn, register_attack
-from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.sampling import TERMINAL_MARKS, split_sentences
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [

@@ -4,34 +4,74 @@ robustness, key leakage, reproducibility (issue 27; docs/audit.md).
 The target protocol is in :mod:`pmark_impl.audit._target`; the world it runs in (the tiny LM with its exact law,
 or a real model) in :mod:`pmark_impl.audit._env`; one module per guarantee; :func:`audit` runs them and
 :func:`write_audit` writes the report. The public test kit for a user's own suite is :mod:`pmark_impl.testing`.
+Issue 36: cached parts are keyed by the target's code (:mod:`~pmark_impl.audit._code`), the audit runs in a child
+process whose answer the caller checks (:mod:`~pmark_impl.audit._isolate`), what a target returns is bounded and
+read under the time limit (:mod:`~pmark_impl.audit._guard`), every size has a bound
+(:data:`~pmark_impl.audit._config.LIMITS`) and every argument is checked first (:mod:`~pmark_impl.audit._checks`).
+
+The face also carries what ``pmark audit`` (:mod:`pmark_impl.cli.audit`) drives: the folder's lock and kind, the
+bounds, the child process (:func:`isolated`, :func:`parent_threads`, :func:`audit_in_process`), the report writer.
 """
 
 from __future__ import annotations
 
-from pmark_impl.audit._config import QUICK, AuditConfig
+from pmark_impl.audit._checks import LOCK_NAME, REPORT_KIND, check_documents
+from pmark_impl.audit._config import LIMITS, MAX_TIMEOUT, QUICK, AuditConfig, check_config
 from pmark_impl.audit._env import DEFAULT_PROMPTS, AuditEnv, HashBagEncoder, model_env, tiny_env
-from pmark_impl.audit._run import AUDIT_VERSION, PARTS, AuditReport, audit
+from pmark_impl.audit._isolate import AuditProcessError, isolated, parent_threads
+from pmark_impl.audit._report import write_audit
+from pmark_impl.audit._run import (
+    AUDIT_VERSION,
+    PARTS,
+    AuditReport,
+    audit,
+    audit_in_process,
+    json_bytes,
+    warm_corpus,
+)
 from pmark_impl.audit._scheme_target import SchemeTarget, scheme_target
-from pmark_impl.audit._target import CLAIMS, DEFAULT_CLAIMS, OUTPUTS, Target, TargetError, load_target
+from pmark_impl.audit._target import (
+    CLAIMS,
+    DEFAULT_CLAIMS,
+    OUTPUTS,
+    Target,
+    TargetError,
+    load_target,
+    resolve_target,
+)
 
 __all__ = [
     "AUDIT_VERSION",
     "CLAIMS",
     "DEFAULT_CLAIMS",
     "DEFAULT_PROMPTS",
+    "LIMITS",
+    "LOCK_NAME",
+    "MAX_TIMEOUT",
     "OUTPUTS",
     "PARTS",
     "QUICK",
+    "REPORT_KIND",
     "AuditConfig",
     "AuditEnv",
+    "AuditProcessError",
     "AuditReport",
     "HashBagEncoder",
     "SchemeTarget",
     "Target",
     "TargetError",
     "audit",
+    "audit_in_process",
+    "check_config",
+    "check_documents",
+    "isolated",
+    "json_bytes",
     "load_target",
     "model_env",
+    "parent_threads",
+    "resolve_target",
     "scheme_target",
     "tiny_env",
+    "warm_corpus",
+    "write_audit",
 ]

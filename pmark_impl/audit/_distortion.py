@@ -32,7 +32,7 @@ from scipy import stats
 from pmark_impl.audit._config import AuditConfig, derive_seed
 from pmark_impl.audit._mde import chi2_mde
 from pmark_impl.audit._stats import DECISION_LEVEL, chi2_fit, tv_interval
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 
 __all__ = ["N_SHOT", "first_sentence", "run_distortion"]
 

@@ -116,7 +116,7 @@ class AuditEnv(NamedTuple):
         Each position has its own ``torch.Generator`` seeded from ``(seed, position)``: the same arguments give
         the same text in any process.
         """
-        from pmark_impl.sampling._context import context_for, sampler_device, torch_generator
+        from pmark_impl.sampling import context_for, sampler_device, torch_generator
 
         kept: list[str] = []
         device = sampler_device(self.sampler)
@@ -152,12 +152,12 @@ def tiny_env(seed: int = 0, *, dim: int = 32, prompts: Sequence[str] = DEFAULT_P
     Raises:
       PMarkValueError: a bad argument (named), before anything is built.
     """
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     check_size("seed", seed, minimum=0, maximum=2**63 - 1)
     check_size("dim", dim, minimum=2, maximum=MAX_DIM)
     prompts = check_prompts(prompts)
-    from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
+    from pmark_impl.sampling import enumerate_sentences, make_tiny_lm
 
     model, tokenizer = make_tiny_lm(seed, logit_scale=1.0, end_bias=0.5, eos_bias=-math.inf)
     config = SamplingConfig(max_sentence_tokens=5)

@@ -18,7 +18,7 @@ import numpy as np
 from pmark_impl.audit._config import AuditConfig, derive_seed
 from pmark_impl.audit._null import null_texts, score_threshold
 from pmark_impl.audit._stats import rate
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 
 __all__ = ["run_power"]
 

@@ -82,7 +82,7 @@ class SchemeTarget:
 
     # -- protocol ----------------------------------------------------------------------------------------------
     def keygen(self, seed: int, calibration: Sequence[Sequence[str]] | None = None) -> Any:
-        from pmark_impl.keys._keys import WatermarkKey
+        from pmark_impl.keys import WatermarkKey
 
         enc = self.env.encoder
         key = WatermarkKey.generate(np.random.default_rng(seed), enc.name, enc.dim, max(self.channels, 1))
@@ -104,7 +104,7 @@ class SchemeTarget:
         return dict(resolve_settings(self.scheme, self.settings, key=key))
 
     def generate(self, prompt: str, key: Any, seed: int, sentences: int) -> str:
-        from pmark_impl.generation._watermark import generate
+        from pmark_impl.generation import generate
 
         result = generate(
             key,
@@ -140,7 +140,7 @@ class SchemeTarget:
         return self._detector_cal
 
     def detect(self, text: str, key: Any) -> float:
-        from pmark_impl.detection._detect import detect
+        from pmark_impl.detection import detect
 
         result = detect(
             key,

@@ -166,7 +166,7 @@ class Target:
         """The key of ``seed`` (the target's ``keygen``, or a :class:`pmark_impl.WatermarkKey` for ``encoder``)."""
         call = f"keygen(seed={seed})"
         if self._keygen is None:
-            from pmark_impl.keys._keys import WatermarkKey
+            from pmark_impl.keys import WatermarkKey
 
             return WatermarkKey.generate(np.random.default_rng(seed), encoder.name, encoder.dim)
         if self.calibrates:

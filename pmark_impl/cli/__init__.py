@@ -83,7 +83,7 @@ EXTERNAL_COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def _validate_proxy_kwargs() -> dict[str, Any]:
     """``validate-proxy`` embeds corpora with this package's encoder (proofs_checks never imports pmark_impl)."""
-    from pmark_impl.sampling._models import load_encoder
+    from pmark_impl.sampling import load_encoder
 
     return {"encoder_factory": load_encoder}
 
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"pmark: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, OSError) as exc:  # KeyFileError, PMarkValueError, UserFileError, …
-        from pmark_impl.keys._keys import KeyFileError
+        from pmark_impl.keys import KeyFileError
         from pmark_theory._plugins import PluginFault
         from pmark_theory._validate import PMarkValueError
 

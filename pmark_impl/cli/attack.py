@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.attacks._params import collect_params, parse_param_value, show
+from pmark_impl.attacks import collect_params, parse_param_value, show
 from pmark_impl.cli.files import check_paths, read_text
 from pmark_impl.cli.options import SEED
 from pmark_impl.cli.owned_files import check_outputs_replaceable, write_text_and_record
-from pmark_impl.generation._provenance import load_provenance, provenance_path
+from pmark_impl.generation import load_provenance, provenance_path
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["HUMAN_PARAM", "add_parsers", "cmd_attack", "cmd_attacks", "parse_params"]
@@ -79,7 +79,7 @@ def cmd_attacks(args: argparse.Namespace) -> int:
 def cmd_attack(args: argparse.Namespace) -> int:
     """Apply attack ``NAME`` with its parameters to the text of ``FILE`` and print or write the result."""
     from pmark_impl.attacks import get_attack, list_attacks
-    from pmark_impl.sampling._segment import split_sentences
+    from pmark_impl.sampling import split_sentences
 
     record_in, record_out = _record_paths(args)
     check_paths(

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pmark_impl._limits import MAX_CANDIDATES
-from pmark_impl.audit._checks import LOCK_NAME, REPORT_KIND
-from pmark_impl.audit._config import LIMITS, MAX_TIMEOUT
+from pmark_impl.audit import LIMITS, LOCK_NAME, MAX_TIMEOUT, REPORT_KIND
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError
 from pmark_impl.cli.options import float_type, int_type, one_line
@@ -165,7 +164,7 @@ def _env(args: argparse.Namespace) -> Any:
         if args.encoder is not None:
             raise CLIError("--encoder needs --lm (the tiny LM's world uses its hash-bag encoder)")
         return tiny_env()
-    from pmark_impl.evaluate._prompts import builtin_prompts
+    from pmark_impl.evaluate import builtin_prompts
 
     prompts = [d.prompt for d in builtin_prompts()][:8]
     sampler = models.load_sampler(None if args.lm == "default" else args.lm, None, None)
@@ -185,10 +184,7 @@ def _complete(out: Path) -> bool:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; see the module docstring for the exit status."""
-    from pmark_impl.audit._checks import check_documents
-    from pmark_impl.audit._config import check_config
-    from pmark_impl.audit._isolate import isolated, parent_threads
-    from pmark_impl.audit._run import warm_corpus
+    from pmark_impl.audit import check_config, check_documents, isolated, parent_threads, warm_corpus
     from pmark_impl.cli.scheme_options import parse_set
     from pmark_theory._owned import FolderError, probe_folder
 
@@ -228,7 +224,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         except Exception as exc:
             if models.debug():
                 raise
-            from pmark_impl.audit._isolate import AuditProcessError
+            from pmark_impl.audit import AuditProcessError
 
             what = str(exc) if isinstance(exc, AuditProcessError) else f"{type(exc).__name__}: {exc}"
             print(
@@ -249,7 +245,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def _resolve(spec: str) -> str:
     """The target's kind (``"scheme"`` or ``"factory"``): imports its module (in the child)."""
-    from pmark_impl.audit._target import resolve_target
+    from pmark_impl.audit import resolve_target
 
     return resolve_target(spec)[0]
 
@@ -258,9 +254,7 @@ def _audit_child(
     args: argparse.Namespace, env: Any, config: Any, documents: Any, options: dict[str, Any]
 ) -> Any:
     """In the child: load the target, claim the folder, run the parts, write the report; answer its digest."""
-    from pmark_impl.audit._report import write_audit
-    from pmark_impl.audit._run import audit_in_process, json_bytes
-    from pmark_impl.audit._target import load_target
+    from pmark_impl.audit import audit_in_process, json_bytes, load_target, write_audit
     from pmark_theory._lock import OutputInUseError, OutputLock
     from pmark_theory._owned import claim_folder
 
@@ -294,7 +288,7 @@ def _audit_child(
 
 def _read_back(out: Path, answer: Any, target: str) -> dict[str, Any]:
     """The report the child wrote, read back and checked against its answer (digest, verdict, ``report.md``)."""
-    from pmark_impl.audit._target import TargetError
+    from pmark_impl.audit import TargetError
     from pmark_theory._json import loads_strict
 
     try:

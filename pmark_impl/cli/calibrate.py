@@ -1,4 +1,4 @@
-"""``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl.keys._calibrate`).
+"""``pmark calibrate KEY --out NEW_KEY``: the command line of key calibration (K1, :mod:`pmark_impl.schemes._pmark_calibrate`).
 
 Whatever the scheme (``--scheme``, default offline), the calibration is the one the scheme declares as stored in
 the key (``SchemeCalibration.fit_key``): PMark's proxy centre, the cell schemes' cell masses
@@ -274,9 +274,9 @@ def check_scheme_calibration(args: argparse.Namespace) -> tuple[Any, dict[str, A
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate``."""
     from pmark_impl._corpus import builtin_documents, corpus_fingerprint, read_corpus
-    from pmark_impl.keys._calibrate import fpr_verdict
-    from pmark_impl.keys._key_files import load_key, save_key
-    from pmark_impl.sampling._context import embed
+    from pmark_impl.keys import load_key, save_key
+    from pmark_impl.sampling import embed
+    from pmark_impl.schemes import fpr_verdict
     from pmark_theory._lock import LOCK_NAME, OutputLock
     from pmark_theory._owned import claim_folder, probe_folder
 

@@ -36,7 +36,7 @@ _PROMPTS = Path(__file__).resolve().parents[1] / "evaluate" / "data" / "prompts.
 
 def parse_lengths(text: str) -> tuple[int, ...]:
     """``"2-16"`` or ``"4,8,12"`` as text lengths (argparse type)."""
-    from pmark_impl.keys._text_nulls import MAX_NULL_LENGTH
+    from pmark_impl.keys import MAX_NULL_LENGTH
 
     try:
         if "-" in text:
@@ -120,7 +120,7 @@ def fit_nulls(
 ) -> tuple[Any, dict[str, Any], list[str]]:
     """The key with a text-level null per test of ``scheme.calibration.null_tests``, the report and warnings."""
     from pmark_impl.cli.models import progress_bar
-    from pmark_impl.detection._text_null_fit import fit_text_null, measure_text_null
+    from pmark_impl.detection import fit_text_null, measure_text_null
 
     report: dict[str, Any] = {}
     warnings: list[str] = []

@@ -1,7 +1,7 @@
 """``pmark calibrate-simmark --out FILE`` and SimMark detection for ``pmark detect`` (E20).
 
 SimMark has no key: its detector needs the rate ``γ`` of human consecutive-sentence pairs whose cosine lies in
-the interval ``G`` (:mod:`pmark_impl._simmark_calibration`). ``calibrate-simmark`` measures it on a human
+the interval ``G`` (:mod:`pmark_impl.schemes._simmark_calibration`). ``calibrate-simmark`` measures it on a human
 corpus (the built-in one — prose that ships with CPython — or ``--corpus FILE``) with an encoder and writes a
 NEW calibration file (atomically; an existing file only with ``--force``, regular files only), then prints the
 calibration as JSON. :func:`cmd_detect_simmark` is what ``pmark detect`` calls for a SimMark text: it prints a
@@ -143,9 +143,9 @@ def run_detect_simmark(args: argparse.Namespace) -> int:
 def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
     """Handler of ``pmark calibrate-simmark``."""
     from pmark_impl._corpus import builtin_documents, read_corpus
-    from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
     from pmark_impl.cli.provenance import device_kwargs
-    from pmark_impl.sampling._context import embed
+    from pmark_impl.sampling import embed
+    from pmark_impl.schemes import calibrate_simmark, save_simmark_calibration
     from pmark_theory._simmark import check_simmark_interval
 
     check_paths(
@@ -208,9 +208,8 @@ def cmd_detect_simmark(
         encoder other than the calibration's.
       SimMarkCalibrationError: a missing or corrupt calibration file.
     """
-    from pmark_impl._simmark import detect_simmark
-    from pmark_impl._simmark_calibration import load_simmark_calibration
     from pmark_impl.cli.provenance import device_kwargs
+    from pmark_impl.schemes import detect_simmark, load_simmark_calibration
 
     path = getattr(args, "simmark_calibration", None)
     if not path:
@@ -231,7 +230,7 @@ def cmd_detect_simmark(
     encoder = models.load_encoder(name or cal.encoder, **device_kwargs(args))
     result = detect_simmark(text, encoder, cal, prompt=prompt, alpha=args.alpha)
     if getattr(args, "decision_only", False):  # the decision level (S1): nothing else reaches stdout
-        from pmark_impl.detection._detect_result import decision_record, record_json
+        from pmark_impl.schemes import decision_record, record_json
 
         sys.stdout.write(record_json(decision_record(result.to_dict())) + "\n")
         return 0

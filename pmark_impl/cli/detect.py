@@ -6,7 +6,7 @@ The key is read and every choice detection would refuse is refused
 
 What is printed is an output level (S1, docs/security.md): ``total`` by default, ``--evidence`` (key holder
 only), ``--decision-only`` (the decision at ``--alpha`` and nothing else, for every scheme:
-:func:`pmark_impl.detection._detect_result.decision_record`). ``--count-queries STATE`` counts the query in a
+:func:`pmark_impl.schemes._decision.decision_record`). ``--count-queries STATE`` counts the query in a
 state file per key (:mod:`pmark_impl.detection._queries`): checked with the other paths before any model loads,
 updated after the detection and before the result is printed (an answer printed is an answer counted), with one
 warning line on stderr when the key's budget is crossed.
@@ -24,7 +24,7 @@ from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments
 from pmark_impl.cli.files import CLIError, prompt_text, read_text
 from pmark_impl.cli.options import CANDIDATES, add_cell_options, add_common_options, float_type
 from pmark_impl.cli.scheme_options import add_scheme_arguments
-from pmark_impl.detection._detect_result import output_record, record_json
+from pmark_impl.schemes import output_record, record_json
 
 __all__ = ["add_parser", "cmd_detect", "output_level", "query_counter"]
 
@@ -51,11 +51,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from pmark_impl.cli.calibrate_simmark import run_detect_simmark, wants_simmark_detection
     from pmark_impl.cli.provenance import check_detection_flags, detection_settings, device_kwargs
     from pmark_impl.cli.scheme_options import cli_scheme
-    from pmark_impl.detection._detect import detect
-    from pmark_impl.detection._detect_work import split_within_budget
-    from pmark_impl.generation._watermark import resolve_channels
-    from pmark_impl.keys._key_files import load_key
-    from pmark_impl.schemes import get_scheme
+    from pmark_impl.detection import detect
+    from pmark_impl.keys import load_key
+    from pmark_impl.sampling import split_within_budget
+    from pmark_impl.schemes import get_scheme, resolve_channels
 
     cli_scheme(args, None)  # --scheme / --mode, resolved (and a plug-in loaded) before the record is read
     level = output_level(args)
@@ -142,7 +141,7 @@ def query_counter(args: argparse.Namespace, provenance: str | None) -> Any:
       CLIError, QueryCounterError: one line, exit 2.
     """
     from pmark_impl.cli.files import check_paths
-    from pmark_impl.detection._queries import QueryCounter, warning_thresholds
+    from pmark_impl.detection import QueryCounter, warning_thresholds
 
     path = args.count_queries
     if path is None:

@@ -209,7 +209,7 @@ def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple
         return None
     if args.oracle == "same":
         return sampler.model, sampler.tokenizer
-    from pmark_impl.sampling._models import load_lm
+    from pmark_impl.sampling import load_lm
 
     return load_lm(args.oracle, **({"device": device} if device else {}))
 
@@ -242,12 +242,18 @@ def _progress(args: argparse.Namespace, world: Any) -> Any:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run ``pmark evaluate`` (see the module docstring); prints where the report is."""
-    from pmark_impl.evaluate._config import EvalConfig
-    from pmark_impl.evaluate._distributed import finish, start, world_from_env
-    from pmark_impl.evaluate._folder import check_ours
-    from pmark_impl.evaluate._prompts import check_prompt_lengths, prompts_fingerprint, read_prompts
-    from pmark_impl.evaluate._runner import run_evaluation
-    from pmark_impl.evaluate._units import EvalContext
+    from pmark_impl.evaluate import (
+        EvalConfig,
+        EvalContext,
+        check_ours,
+        check_prompt_lengths,
+        finish,
+        prompts_fingerprint,
+        read_prompts,
+        run_evaluation,
+        start,
+        world_from_env,
+    )
 
     world = world_from_env()
     runs = evaluate_inputs.parse_runs(args)  # every user error before a model is loaded

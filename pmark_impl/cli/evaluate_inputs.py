@@ -32,13 +32,13 @@ DEFAULT_ATTACKS = ("word-delete:rate=0.15",)
 
 def parse_runs(args: argparse.Namespace) -> tuple[Any, ...]:
     """The runs of ``--schemes``, ``--attack``, ``--grid`` and the scheme settings (flags, ``--set``), checked."""
-    from pmark_impl.evaluate._config import build_runs, parse_attacks, parse_grid
+    from pmark_impl.evaluate import build_runs, parse_attacks, parse_grid
 
     schemes = [s.strip() for s in str(args.schemes).split(",") if s.strip()]
     attacks = [a for spec in (args.attack or DEFAULT_ATTACKS) for a in parse_attacks(spec)]
     grid = parse_grid(args.grid) if args.grid is not None else None
     from pmark_impl.cli.scheme_options import parse_set
-    from pmark_impl.schemes._settings import known_options
+    from pmark_impl.schemes import known_options
 
     options = {name: getattr(args, name) for name in known_options() if getattr(args, name, None) is not None}
     for name, value in parse_set(getattr(args, "scheme_set", None)).items():
@@ -69,8 +69,7 @@ def read_key_file(args: argparse.Namespace, channels: int) -> Any:
     """The key of ``--key`` (``None`` without it), checked before any model is loaded."""
     if args.key is None:
         return None
-    from pmark_impl.keys._key_files import load_key
-    from pmark_impl.keys._keys import KeyFileError
+    from pmark_impl.keys import KeyFileError, load_key
 
     key = load_key(args.key)  # a missing / corrupt / insecure key file fails here
     if key.channels < channels:
@@ -87,7 +86,7 @@ def check_settings(runs: Any, key: Any) -> None:
     """
     import numpy as np
 
-    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.keys import WatermarkKey
     from pmark_impl.schemes import get_scheme, resolve_settings
 
     if key is None:
@@ -105,7 +104,7 @@ def evaluation_key(args: argparse.Namespace, key: Any, encoder: Any, channels: i
     """``key`` (from :func:`read_key_file`) checked against the encoder, or an evaluation key from ``--key-seed``."""
     import numpy as np
 
-    from pmark_impl.keys._keys import KeyFileError, WatermarkKey
+    from pmark_impl.keys import KeyFileError, WatermarkKey
 
     if key is None:  # an evaluation key: reproducible from --key-seed, never saved
         return WatermarkKey.generate(
@@ -158,9 +157,8 @@ def calibrate_key(
 
     from pmark_impl._corpus import builtin_documents, corpus_fingerprint
     from pmark_impl.cli.calibrate_null import caching_embed
-    from pmark_impl.sampling._context import embed
-    from pmark_impl.schemes import get_scheme, resolve_settings
-    from pmark_impl.schemes._settings import scheme_options
+    from pmark_impl.sampling import embed
+    from pmark_impl.schemes import get_scheme, resolve_settings, scheme_options
 
     if args.uncalibrated_key:
         return key, {"calibrated": False}
@@ -204,8 +202,8 @@ def calibrate_key(
 
 def _fit_null(key, encoder, documents, scheme, run, settings, max_sentences, embed_fn) -> tuple[Any, dict]:
     """The key with the text-level null of ``run``'s default test (K3) and its record."""
-    from pmark_impl.detection._text_null_fit import fit_text_null
-    from pmark_impl.schemes._settings import scheme_options
+    from pmark_impl.detection import fit_text_null
+    from pmark_impl.schemes import scheme_options
 
     detect = {o.name: settings[o.name] for o in scheme_options(scheme, "detect") if o.name in settings}
     options = {"scheme": scheme, "channels": run.channels, **detect}
@@ -257,7 +255,7 @@ def _is_default_lm(loaded: str) -> bool:
     """Whether ``loaded`` (a ``name_or_path``) is the offline default LM's file or its folder."""
     import os
 
-    from pmark_impl.sampling._models import DEFAULT_LM_NAME, default_lm_path
+    from pmark_impl.sampling import DEFAULT_LM_NAME, default_lm_path
 
     if os.path.basename(loaded.rstrip("/")) == DEFAULT_LM_NAME:
         return True
@@ -283,7 +281,7 @@ def model_label(requested: str | None, model: Any) -> str:
       model: the loaded model (a transformers model, or anything with ``name_or_path`` / ``config``), or
         ``None`` when the sampler exposes none.
     """
-    from pmark_impl.sampling._models import DEFAULT_LM_NAME
+    from pmark_impl.sampling import DEFAULT_LM_NAME
 
     if model is None:  # a sampler without a model: only the name asked for is known
         return str(requested) if requested is not None else "unknown (the sampler exposes no model)"

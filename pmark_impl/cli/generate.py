@@ -34,11 +34,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """``pmark generate``: watermarked text to stdout or ``--out``, with its provenance record beside it."""
     from pmark_impl.cli.provenance import device_kwargs, generation_provenance_path
     from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
-    from pmark_impl.generation._many import generate_many
-    from pmark_impl.generation._watermark import resolve_channels
-    from pmark_impl.keys._key_files import load_key
-    from pmark_impl.sampling._models import DEFAULT_LM_NAME
-    from pmark_impl.schemes import resolve_settings
+    from pmark_impl.generation import generate_many
+    from pmark_impl.keys import load_key
+    from pmark_impl.sampling import DEFAULT_LM_NAME
+    from pmark_impl.schemes import resolve_channels, resolve_settings
     from pmark_theory._validate import check_positive_int
 
     scheme = cli_scheme(args, "offline")  # an unknown or unregistered scheme: refused before anything else

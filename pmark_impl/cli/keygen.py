@@ -17,8 +17,7 @@ __all__ = ["add_parser", "cmd_keygen"]
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     """``pmark keygen``: create a key file (optionally with k-SemStamp centroids fitted on a corpus)."""
-    from pmark_impl.keys._key_files import save_key
-    from pmark_impl.keys._keys import WatermarkKey, check_key_shape
+    from pmark_impl.keys import WatermarkKey, check_key_shape, save_key
 
     fit = getattr(args, "centroid_corpus", None)
     check_paths(
@@ -40,7 +39,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     if args.seeding != "position":
         key = dataclasses.replace(key, seeding=args.seeding, seed_window=args.seed_window)
     if fit is not None:  # k-SemStamp centroids by spherical k-means (E2), fitted before anything is written
-        from pmark_impl.keys._centroids import DEFAULT_N_CLUSTERS, centroid_corpus, fit_key_centroids
+        from pmark_impl.keys import DEFAULT_N_CLUSTERS, centroid_corpus, fit_key_centroids
 
         documents, corpus = centroid_corpus(fit, args.centroid_field)
         encoder = encoder if encoder is not None else models.load_encoder(args.encoder)
@@ -62,7 +61,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """Add the ``keygen`` subcommand to ``sub``."""
-    from pmark_impl.keys._keys import MAX_KEY_CHANNELS, MAX_KEY_DIM, MAX_SEED_WINDOW
+    from pmark_impl.keys import MAX_KEY_CHANNELS, MAX_KEY_DIM, MAX_SEED_WINDOW
 
     p = sub.add_parser("keygen", help="create a secret watermark key file (JSON, mode 0600)")
     p.add_argument("--out", required=True, metavar="KEY", help="key file to create")

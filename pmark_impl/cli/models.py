@@ -75,7 +75,7 @@ def load_encoder(name: str | None, **device: Any) -> Any:
     """The sentence encoder ``name`` (``None``: the offline default), on ``device=`` if given."""
     quiet_model_loading()
     try:
-        from pmark_impl.sampling._models import load_encoder as load_model_encoder
+        from pmark_impl.sampling import load_encoder as load_model_encoder
 
         return load_model_encoder(name, **device)
     except (OSError, ImportError, ValueError) as exc:
@@ -89,7 +89,7 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
     that cannot be loaded). ``options``: ``device=`` (the model's device), ``dtype=`` (``"float32"``,
     ``"bfloat16"``, ...: the weights' dtype) and ``max_sentence_tokens=``.
     """
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     settings = (
         ("temperature", temperature),
@@ -103,7 +103,7 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
 
         device["dtype"] = getattr(torch, options["dtype"])
     try:
-        from pmark_impl.sampling._models import load_lm
+        from pmark_impl.sampling import load_lm
 
         quiet_model_loading()
         with quiet_gguf_conversion():
@@ -116,7 +116,7 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
 def encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) -> Any:
     """The encoder of ``key`` (or ``name``), checked to have the key's dimension; a warning when ``name`` is not
     the key's encoder."""
-    from pmark_impl.keys._keys import KeyFileError
+    from pmark_impl.keys import KeyFileError
 
     encoder = load_encoder(name or key.encoder, **device)
     if int(encoder.dim) != key.dim:

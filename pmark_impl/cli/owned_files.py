@@ -59,7 +59,7 @@ def _json_format(path: str) -> str | None:
 
 def _text_is_ours(path: str) -> bool:
     """``path``'s record ``PATH.pmark.json`` holds the SHA-256 of ``path``'s current bytes."""
-    from pmark_impl.generation._provenance import load_provenance, provenance_path
+    from pmark_impl.generation import load_provenance, provenance_path
     from pmark_theory._files import TEXT_LIMIT_BYTES, read_bounded
 
     record = provenance_path(path)
@@ -136,7 +136,7 @@ def write_text_and_record(
       ProvenanceError: the record breaks the schema (nothing written).
     """
     from pmark_impl.cli.files import output_errors
-    from pmark_impl.generation._provenance import provenance_bytes
+    from pmark_impl.generation import provenance_bytes
     from pmark_theory._files import write_atomic
 
     data = text.encode("utf-8")

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pmark_impl.generation._provenance import Provenance, ProvenanceError, load_provenance, provenance_path
+from pmark_impl.generation import Provenance, ProvenanceError, load_provenance, provenance_path
 
 __all__ = [
     "DETECT_DEFAULTS",
@@ -52,7 +52,7 @@ def device_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     device = getattr(args, "device", None)
     if device is None:
         return {}
-    from pmark_impl.sampling._models import check_device
+    from pmark_impl.sampling import check_device
 
     return {"device": check_device(device)}
 
@@ -145,7 +145,7 @@ _RECORD_ONLY = ("mode", "prompt", "channels", "n_candidates")
 def _setting_flags(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
     """``setting -> (flag, value)`` of every scheme setting given as a flag or with ``--set`` (no scheme resolved)."""
     from pmark_impl.cli.scheme_options import flag_of, parse_set
-    from pmark_impl.schemes._settings import known_options
+    from pmark_impl.schemes import known_options
 
     out = {
         name: (flag_of(name), getattr(args, name))
@@ -169,7 +169,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
       args: the parsed arguments (the flags' names for messages), or ``None``.
 
     Returns:
-      The test detection will use (:func:`pmark_impl.detection._detect_tests.resolve_test`, the rule :func:`pmark_impl.detect`
+      The test detection will use (:func:`pmark_impl.schemes._pmark_tests.resolve_test`, the rule :func:`pmark_impl.detect`
       applies).
 
     Raises:
@@ -177,8 +177,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
         ``--test resample`` with a positional key or outside offline mode (the rules of ``resolve_test``); a
         scheme's flag with a scheme it does not apply to, or a bad setting (the scheme's own checks).
     """
-    from pmark_impl.detection._detect_tests import scheme_test
-    from pmark_impl.schemes import get_scheme, resolve_settings
+    from pmark_impl.schemes import get_scheme, resolve_settings, scheme_test
     from pmark_theory._validate import PMarkValueError
 
     scheme = get_scheme(settings["mode"])
@@ -197,7 +196,7 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
 
 def _loader_model_name(model: str | None) -> str | None:
     """A recorded default-LM label means "the offline default" (``None`` for the loader)."""
-    from pmark_impl.sampling._models import DEFAULT_LM_ALIASES
+    from pmark_impl.sampling import DEFAULT_LM_ALIASES
 
     return None if model is None or model in DEFAULT_LM_ALIASES else model
 
@@ -256,7 +255,7 @@ def resolve_detection(
 
 
 def _other_default(setting: str, value: Any) -> bool:
-    from pmark_impl.schemes._settings import is_default, known_options
+    from pmark_impl.schemes import is_default, known_options
 
     entries = known_options().get(setting, [])
     return bool(entries) and all(is_default(value, opt) for _, opt in entries)

@@ -13,8 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from pmark_impl.schemes import Scheme, get_scheme
-from pmark_impl.schemes._settings import is_default, known_options, scheme_options
+from pmark_impl.schemes import Scheme, get_scheme, is_default, known_options, scheme_options
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["add_scheme_arguments", "cli_scheme", "cli_settings", "flag_of", "parse_set"]

@@ -1,5 +1,37 @@
-"""Detection of a text: results, exact statistics, which test runs, the bounded slow part (X3, X4, K1, Z3).
+"""Detection of a text with any scheme — layer 5 of ``pmark_impl`` (see ``docs/architecture.md``, "Layers").
 
-The modules are imported by path (``pmark_impl.detection.<module>``); the public names are re-exported by
-:mod:`pmark_impl`.
+:func:`detect` and :func:`detect_many` (:mod:`._detect`) check the arguments, split each text within its size
+budget, run the scheme's detector and apply the key's text-level null where it holds one (K3, :mod:`._text_null`;
+fitted by :func:`fit_text_null`, :mod:`._text_null_fit`); :class:`QueryCounter` counts the queries a deployed
+detector answers (S1, :mod:`._queries`). The result and its verdicts are the schemes' shared vocabulary
+(:class:`pmark_impl.schemes.DetectionResult`). Detection never imports generation, nor generation detection.
+
+Other units import these names from here (``from pmark_impl.detection import detect``), never from the modules.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pmark_impl.detection._detect import DETECT_MODES, detect, detect_many
+
+#: Names imported on first access: ``import pmark_impl`` (and ``pmark --help``) does not need them.
+_LAZY = {
+    "QueryCounter": "pmark_impl.detection._queries",
+    "QueryCounterError": "pmark_impl.detection._queries",
+    "QueryStatus": "pmark_impl.detection._queries",
+    "warning_thresholds": "pmark_impl.detection._queries",
+    "LookupEncoder": "pmark_impl.detection._text_null_fit",
+    "fit_text_null": "pmark_impl.detection._text_null_fit",
+    "measure_text_null": "pmark_impl.detection._text_null_fit",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pmark_impl.detection' has no attribute {name!r}")
+
+
+__all__ = ["DETECT_MODES", "detect", "detect_many", *sorted(_LAZY)]

@@ -29,8 +29,8 @@ Tests (one-sided, E11):
     centring's dependence is not covered, K2), X4's p-value beside it;
   * the paper's soft ``z`` is reported for comparison, marked ``uncalibrated`` (its nominal level is not α, C19).
 
-Before any encoding, every argument's type is checked (:mod:`pmark_impl._api_checks`: one line naming the
-argument) and each text against the size budget (:mod:`pmark_impl.detection._detect_work`: at most
+Before any encoding, every argument's type is checked (:mod:`pmark_impl.sampling._checks`: one line naming the
+argument) and each text against the size budget (:mod:`pmark_impl.sampling._budget`: at most
 :data:`MAX_TEXT_CHARS` characters and :data:`MAX_TEXT_SENTENCES` sentences); ``progress`` then counts the
 sentences as they are embedded (offline, SemStamp) or resampled (online).
 
@@ -52,7 +52,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pmark_impl._api_checks import (
+from pmark_impl.keys import WatermarkKey, check_key
+from pmark_impl.sampling import (
+    MAX_ONLINE_CANDIDATES,
+    MAX_TEXT_CHARS,
+    MAX_TEXT_SENTENCES,
+    SentenceEncoder,
+    SentenceSampler,
     check_callable,
     check_encoder,
     check_number,
@@ -61,8 +67,11 @@ from pmark_impl._api_checks import (
     check_str,
     check_text,
     check_texts,
+    split_within_budget,
 )
-from pmark_impl.detection._detect_result import (
+from pmark_impl.schemes import (
+    ADAPTIVE_RESOLUTION,
+    BUILTIN_SCHEMES,
     EVIDENCE_WARNING,
     TOTAL_STATISTICS,
     VERDICT_NO_WATERMARK,
@@ -70,20 +79,14 @@ from pmark_impl.detection._detect_result import (
     VERDICT_WATERMARKED,
     ChannelEvidence,
     DetectionResult,
+    DetectRequest,
     SentenceEvidence,
+    get_scheme,
+    resolve_channels,
+    resolve_scheme,
+    resolve_settings,
+    scheme_test,
 )
-from pmark_impl.detection._detect_stats import ADAPTIVE_RESOLUTION
-from pmark_impl.detection._detect_tests import scheme_test
-from pmark_impl.detection._detect_work import (
-    MAX_ONLINE_CANDIDATES,
-    MAX_TEXT_CHARS,
-    MAX_TEXT_SENTENCES,
-    split_within_budget,
-)
-from pmark_impl.generation._types import SentenceEncoder, SentenceSampler
-from pmark_impl.generation._watermark import resolve_channels, resolve_scheme
-from pmark_impl.keys._keys import WatermarkKey, check_key
-from pmark_impl.schemes import BUILTIN_SCHEMES, DetectRequest, get_scheme, resolve_settings
 from pmark_theory._validate import (
     PMarkValueError,
     check_delta_k,
@@ -178,7 +181,7 @@ def detect(
         valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
         ``p_value_bounds`` and the ``resolution`` used.
       progress: called with the number of sentences just processed — after each encoder batch (offline,
-        SemStamp; :data:`pmark_impl.detection._detect_work.ENCODE_BATCH` sentences at most) or with 1 after each
+        SemStamp; :data:`pmark_impl.sampling._budget.ENCODE_BATCH` sentences at most) or with 1 after each
         position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
       splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl.sampling._segment.split_sentences``).
       calibration: the scheme's detector calibration (SimMark's ``γ``: :func:`pmark_impl.load_simmark_calibration`).
@@ -313,7 +316,7 @@ def detection_request(
         raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
     key = check_key(key)
     test = scheme_test(scheme, key, o["test"])
-    from pmark_impl.schemes._settings import known_options
+    from pmark_impl.schemes import known_options
 
     unknown = sorted(set(settings) - set(known_options()) - {o.name for o in scheme.options})
     if unknown:

@@ -48,8 +48,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pmark_impl.detection._detect_result import DETECTOR_OUTPUT_LEVELS
-from pmark_impl.keys._keys import check_key
+from pmark_impl.keys import check_key
+from pmark_impl.schemes import DETECTOR_OUTPUT_LEVELS
 from pmark_theory._files import write_atomic
 from pmark_theory._json import loads_strict
 from pmark_theory._validate import PMarkValueError

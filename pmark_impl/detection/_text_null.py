@@ -31,12 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.detection._detect_result import (
-    VERDICT_NO_WATERMARK,
-    VERDICT_NOT_ENOUGH,
-    VERDICT_WATERMARKED,
-    DetectionResult,
-)
+from pmark_impl.schemes import VERDICT_NO_WATERMARK, VERDICT_NOT_ENOUGH, VERDICT_WATERMARKED, DetectionResult
 from pmark_theory._text_null import (
     conditional_pvalues,
     conditional_resolution,

@@ -23,9 +23,8 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._corpus import Document, corpus_fingerprint, split_documents
-from pmark_impl.keys._keys import WatermarkKey, check_key
-from pmark_impl.keys._text_nulls import MAX_NULL_LENGTH, MAX_NULL_TEXTS, KeyTextNull
-from pmark_impl.sampling._context import embed
+from pmark_impl.keys import MAX_NULL_LENGTH, MAX_NULL_TEXTS, KeyTextNull, WatermarkKey, check_key
+from pmark_impl.sampling import embed
 from pmark_theory._text_null import DEFAULT_NULL_CONFIDENCE, make_text_null
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
 
@@ -216,7 +215,7 @@ def measure_text_null(
     """
     from pmark_impl.detection._detect import detect_many
     from pmark_impl.detection._text_null import raw_pvalue
-    from pmark_impl.schemes._cell_fit import held_out_fpr
+    from pmark_impl.schemes import held_out_fpr
 
     docs = list(documents) if held_out_fraction is None else split_documents(documents, held_out_fraction)[1]
     texts = text_windows(docs, length, first_only=first_only)

@@ -21,7 +21,8 @@ from pmark_impl.evaluate._config import (
     parse_grid,
     unit_seed,
 )
-from pmark_impl.evaluate._distributed import World, world_from_env
+from pmark_impl.evaluate._distributed import World, finish, start, world_from_env
+from pmark_impl.evaluate._folder import check_ours
 from pmark_impl.evaluate._prompts import (
     EvalDocument,
     builtin_prompts,
@@ -30,12 +31,13 @@ from pmark_impl.evaluate._prompts import (
     read_prompts,
 )
 from pmark_impl.evaluate._runner import EvaluationError, run_evaluation
-from pmark_impl.evaluate._units import EvalContext, run_unit
+from pmark_impl.evaluate._units import CountingSampler, EvalContext, run_unit
 
 __all__ = [
     "NO_ATTACK",
     "NO_SCHEME",
     "AttackSpec",
+    "CountingSampler",
     "EvalConfig",
     "EvalContext",
     "EvalDocument",
@@ -44,13 +46,16 @@ __all__ = [
     "World",
     "build_runs",
     "builtin_prompts",
+    "check_ours",
     "check_prompt_lengths",
+    "finish",
     "parse_attacks",
     "parse_grid",
     "prompts_fingerprint",
     "read_prompts",
     "run_evaluation",
     "run_unit",
+    "start",
     "unit_seed",
     "world_from_env",
 ]

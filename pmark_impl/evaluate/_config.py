@@ -125,8 +125,7 @@ def parse_attacks(text: str) -> list[AttackSpec]:
         listed twice for one parameter, an empty value, an unknown or unregistered attack, an unknown parameter,
         a value of the wrong type or out of range.
     """
-    from pmark_impl.attacks import get_attack, list_attacks
-    from pmark_impl.attacks._params import parse_param_value, show, value_key
+    from pmark_impl.attacks import get_attack, list_attacks, parse_param_value, show, value_key
 
     if not isinstance(text, str) or not text.strip():
         raise PMarkValueError(f"--attack must be {_ATTACK_SYNTAX}")
@@ -305,7 +304,7 @@ def build_runs(
             raise PMarkValueError(
                 f"setting(s) {', '.join(given)} belong to none of the schemes {','.join(names)}"
             )
-    from pmark_impl.attacks._params import value_key
+    from pmark_impl.attacks import value_key
 
     chain = [NO_ATTACK, *(a for a in attacks if a != NO_ATTACK)]
     keys = [(a.name, tuple((k, value_key(v)) for k, v in a.params)) for a in chain]  # rate=1 is rate=1.0

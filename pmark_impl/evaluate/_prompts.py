@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pmark_impl._corpus import CORPUS_LIMIT_BYTES, jsonl_objects, text_lines
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._validate import PMarkValueError, check_positive_int
 

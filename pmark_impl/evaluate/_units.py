@@ -113,7 +113,7 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
       ``matches`` / ``totals`` (SemStamp: green sentences; SimMark: pairs in the interval), ``null_p`` (the
       per-bit null probability of the exact test, ``None`` for SimMark), the verdict and the evidence.
     """
-    from pmark_impl.detection._detect import detect_many
+    from pmark_impl.detection import detect_many
     from pmark_impl.schemes import get_scheme
 
     scheme = get_scheme(run.scheme)
@@ -179,7 +179,7 @@ def generate_group(ctx: EvalContext, run: RunSpec, docs: Sequence[Any]) -> list[
     Each text depends only on the key, its unit seed and its prompt (exactly on the tiny LM; on a float32 model up
     to the rounding of batch-shape-dependent kernels), and the groups are fixed by document index by the runner.
     """
-    from pmark_impl.generation._many import generate_many
+    from pmark_impl.generation import generate_many
 
     counts = [[0, 0] for _ in docs]
 

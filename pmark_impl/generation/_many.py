@@ -40,11 +40,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from pmark_impl._api_checks import check_callable, check_encoder, check_sampler, check_seed, describe
 from pmark_impl._limits import MAX_BATCH_ROWS, MAX_BATCH_TEXTS
 from pmark_impl.generation._types import GenerationResult
-from pmark_impl.keys._keys import check_key
-from pmark_impl.sampling._rows import row_seeds
+from pmark_impl.keys import check_key
+from pmark_impl.sampling import check_callable, check_encoder, check_sampler, check_seed, describe, row_seeds
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_size
 
 __all__ = ["generate_many", "supports_batching"]
@@ -184,7 +183,7 @@ class _Hub:
 
     def _submit(self) -> None:
         """The texts' new requests into the engine, in text order (a matching speculation is adopted instead)."""
-        from pmark_impl.sampling._engine import Request
+        from pmark_impl.sampling import Request
 
         for i in [i for i in self.spec if i not in self.live]:  # a finished text's speculation
             self.engine.cancel(self.spec.pop(i))

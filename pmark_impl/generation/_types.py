@@ -1,52 +1,20 @@
-"""The interfaces and records of watermarked generation (C9, C10, E3, E5–E8).
+"""The records of watermarked generation (C9, C10, E3, E5–E8).
 
-The sampler and encoder protocols that :func:`pmark_impl.generation._watermark.generate` and
-:func:`pmark_impl.detection._detect.detect` accept, and the frozen records a generation returns: one
-:class:`StepInfo` per sentence position inside a :class:`GenerationResult` (its provenance: scheme, ``N``,
-``b``, seed, prompt).
+The frozen records :func:`pmark_impl.generation.generate` returns: one :class:`StepInfo` per sentence position
+inside a :class:`GenerationResult` (its provenance: scheme, ``N``, ``b``, seed, prompt). The sampler and encoder
+protocols it accepts are :mod:`pmark_impl.sampling`'s (:class:`~pmark_impl.sampling.SentenceSampler`,
+:class:`~pmark_impl.sampling.SentenceEncoder`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from pmark_impl.generation._provenance import Provenance
 
-__all__ = [
-    "CandidateLike",
-    "GenerationResult",
-    "SentenceEncoder",
-    "SentenceSampler",
-    "StepInfo",
-]
-
-
-class CandidateLike(Protocol):
-    """What a sampler returns per candidate (``pmark_impl.sampling._sampler.Candidate``)."""
-
-    text: str
-    n_tokens: int
-    outcome: str  # "sentence" | "eos" | "cap"
-
-
-class SentenceSampler(Protocol):
-    """Draws ``n`` iid candidate next sentences given ``context`` (one batched call)."""
-
-    def sample(self, context: str, n: int, generator: Any) -> list[Any]: ...
-
-
-class SentenceEncoder(Protocol):
-    """Maps texts to unit embeddings float64 ``[n, d]``."""
-
-    name: str
-    dim: int
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+__all__ = ["GenerationResult", "StepInfo"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +56,7 @@ class GenerationResult:
     whether ``split_sentences(text)`` gives back ``sentences`` (``None`` if no splitter was available). With
     :class:`pmark_impl.sampling._sampler.LMSentenceSampler` it is always true (a candidate cut at the token cap is closed
     with a terminal mark); it is false only for a sampler that breaks the one-sentence contract of
-    :class:`CandidateLike`, and then detection sees other sentence boundaries and loses evidence.
+    :class:`~pmark_impl.sampling.CandidateLike`, and then detection sees other sentence boundaries and loses evidence.
 
     ``key_fingerprint``, ``encoder``, ``model``, ``sampling`` (the token law and cap) and ``settings`` (the
     mode's own settings) complete the provenance record returned by :meth:`provenance`.

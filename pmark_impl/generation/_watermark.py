@@ -13,8 +13,8 @@ tie-breaks/choices from a JAX key, both seeded from ``HMAC(secret, f"generate/{s
 independent of the bits, and the same ``(key, seed)`` gives the same text for every scheme. Generation stops after
 ``max_sentences`` sentences, when the chosen candidate ends the text (``outcome == "eos"``) or is empty.
 
-The records and protocols live in :mod:`pmark_impl.generation._types`, the shared plumbing in :mod:`pmark_impl.sampling._context`
-(both re-exported here), the schemes in :mod:`pmark_impl.schemes`.
+The records live in :mod:`pmark_impl.generation._types`, the protocols and the shared plumbing in
+:mod:`pmark_impl.sampling`, the schemes (and :func:`~pmark_impl.schemes.resolve_scheme`) in :mod:`pmark_impl.schemes`.
 """
 
 from __future__ import annotations
@@ -24,55 +24,38 @@ from typing import Any
 
 import jax
 
-from pmark_impl._api_checks import (
+from pmark_impl._limits import check_limit
+from pmark_impl.generation._types import GenerationResult, StepInfo
+from pmark_impl.keys import WatermarkKey, check_key
+from pmark_impl.sampling import (
+    SentenceEncoder,
+    SentenceSampler,
     check_callable,
     check_encoder,
     check_sampler,
     check_seed,
     check_str,
+    context_for,
+    sampler_device,
     split_text,
+    torch_generator,
 )
-from pmark_impl._limits import check_limit
-from pmark_impl.generation._types import (
-    CandidateLike,
-    GenerationResult,
-    SentenceEncoder,
-    SentenceSampler,
-    StepInfo,
-)
-from pmark_impl.keys._keys import WatermarkKey, check_key
-from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
 from pmark_impl.schemes import (
     BUILTIN_SCHEMES,
-    DEFAULT_SCHEME,
     Draw,
     Scheme,
     Setup,
     StepOutput,
-    get_scheme,
+    resolve_channels,
+    resolve_scheme,
     resolve_settings,
 )
-from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory._validate import PMarkValueError
 
 #: The built-in schemes (``pmark schemes`` lists the installed plug-ins too).
 MODES = tuple(BUILTIN_SCHEMES)
 
-__all__ = [
-    "MODES",
-    "CandidateLike",
-    "GenerationResult",
-    "SentenceEncoder",
-    "SentenceSampler",
-    "StepInfo",
-    "context_for",
-    "embed",
-    "generate",
-    "resolve_channels",
-    "resolve_scheme",
-    "sampler_device",
-    "scheme_settings",
-    "torch_generator",
-]
+__all__ = ["MODES", "generate", "scheme_settings"]
 
 
 def _sampling_settings(sampler: Any) -> dict[str, Any]:
@@ -95,42 +78,6 @@ def _model_name(sampler: Any) -> str | None:
         getattr(model, "config", None), "_name_or_path", None
     )
     return str(name) if name else None
-
-
-def resolve_channels(key: WatermarkKey, channels: int | None) -> int:
-    """``channels`` (default: all the key's channels), checked ``1 <= b <= key.channels``."""
-    if channels is None:
-        return key.channels
-    b = check_positive_int("channels", channels)
-    if b > key.channels:
-        raise PMarkValueError(f"channels must be <= the key's {key.channels} channels, got {b}")
-    return b
-
-
-def resolve_scheme(scheme: Any = None, mode: Any = None, default: str = DEFAULT_SCHEME) -> Scheme:
-    """The :class:`~pmark_impl.schemes.Scheme` named by ``scheme`` or its alias ``mode`` (default ``default``).
-
-    Raises:
-      PMarkValueError: both given and naming different schemes, or an unknown / unregistered scheme.
-    """
-    if scheme is not None and mode is not None:
-        a, b = get_scheme(scheme), get_scheme(mode)
-        if a is not b:
-            raise PMarkValueError(
-                f"scheme {a.name!r} and mode {b.name!r} disagree: give one (mode is its alias)"
-            )
-        return a
-    if scheme is not None:
-        return get_scheme(scheme)
-    if mode is None:
-        return get_scheme(default)
-    try:
-        return get_scheme(mode)
-    except PMarkValueError as exc:
-        msg = str(exc)
-        raise PMarkValueError(
-            "mode" + msg[len("scheme") :] if msg.startswith("scheme must") else msg
-        ) from None
 
 
 def generate(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pmark_impl._corpus import MAX_CORPUS_NAME, Document, check_corpus_record, corpus_fingerprint
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import embed
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError, check_positive_int
 

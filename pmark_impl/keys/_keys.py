@@ -400,7 +400,7 @@ def _cached_pivots(secret: bytes, dim: int, channels: int) -> np.ndarray:
 
 def check_key(key: Any, name: str = "key") -> WatermarkKey:
     """``key`` if it is a :class:`WatermarkKey` (a path is refused with how to load it)."""
-    from pmark_impl._api_checks import describe
+    from pmark_impl.sampling import describe
 
     if isinstance(key, WatermarkKey):
         return key

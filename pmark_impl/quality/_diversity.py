@@ -16,8 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pmark_impl.generation._types import SentenceEncoder
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import SentenceEncoder, embed
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = ["distinct_n", "ngrams", "repetition_n", "semantic_similarity"]

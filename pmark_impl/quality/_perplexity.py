@@ -44,7 +44,7 @@ def load_oracle(name_or_path: str | None = None, *, device: str = "cpu") -> tupl
     """The oracle LM in float32 (default: the shipped SmolLM2-135M-Instruct; any HF id where a hub is reachable)."""
     import torch
 
-    from pmark_impl.sampling._models import load_lm
+    from pmark_impl.sampling import load_lm
 
     return load_lm(name_or_path, dtype=torch.float32, device=device)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._api_checks import check_sentences, check_str
+from pmark_impl.sampling._checks import check_sentences, check_str
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["context_for", "draw_candidates", "embed", "sampler_device", "torch_generator"]
@@ -87,6 +87,6 @@ def embed(encoder: Any, texts: Sequence[str], dim: int) -> np.ndarray:
 
 def draw_candidates(sampler: Any, context: str, n: int, generator: Any) -> list[Any]:
     """``sampler.sample(context, n, generator)``, checked to be ``n`` candidates of one sentence each."""
-    from pmark_impl._api_checks import check_candidates
+    from pmark_impl.sampling._checks import check_candidates
 
     return check_candidates(sampler.sample(context, n, generator), n, generation=True)

@@ -9,7 +9,7 @@ Defaults ship inside PyPI packages, so nothing is fetched at run time:
 
 Devices: ``device=`` is one of :data:`DEVICES` (``"cuda:N"`` names one GPU), checked by :func:`check_device`
 before anything is loaded; the sampler's ``torch.Generator`` is created on the model's device
-(:func:`pmark_impl.generation._watermark.torch_generator`), so the same seed gives the same text on one device (CUDA and
+(:func:`pmark_impl.sampling.torch_generator`), so the same seed gives the same text on one device (CUDA and
 CPU random streams differ, so texts differ between devices).
 
 Any Hugging Face id or local folder works where a hub or the files are reachable (the paper's setup:

@@ -12,7 +12,17 @@ its code is a :class:`PluginFault` (a ``PMarkValueError``) naming the plug-in, t
 
 ``docs/architecture.md`` ("Add a scheme") walks through ``examples/halfspace_scheme.py``, a scheme outside the
 package that runs through every command.
+
+Layer 4 of ``pmark_impl`` (``docs/architecture.md``, "Layers"): below generation and detection, which drive any
+scheme, this package also holds what they decide with — the shared decision vocabulary (:class:`DetectionResult`,
+the verdicts and output records, :mod:`._decision`), which scheme and channels a call runs
+(:func:`resolve_scheme`, :func:`resolve_channels`, :mod:`._resolve`) — and what belongs to one scheme: PMark's
+statistics, tests, key resampling and per-key calibration (:mod:`._pmark_stats`, :mod:`._pmark_tests`,
+:mod:`._pmark_resample`, :mod:`._pmark_calibrate`), SimMark's rule and calibration (:mod:`._simmark_rule`,
+:mod:`._simmark_calibration`). Other units import these names from here, never from the modules.
 """
+
+from __future__ import annotations
 
 from pmark_impl.schemes._base import (
     DetectRequest,
@@ -23,6 +33,32 @@ from pmark_impl.schemes._base import (
     Setup,
     StepOutput,
 )
+from pmark_impl.schemes._cell_fit import held_out_fpr
+from pmark_impl.schemes._decision import (
+    DECISION_NOTE,
+    DETECTOR_OUTPUT_LEVELS,
+    EVIDENCE_WARNING,
+    TOTAL_STATISTICS,
+    VERDICT_NO_WATERMARK,
+    VERDICT_NOT_ENOUGH,
+    VERDICT_WATERMARKED,
+    ChannelEvidence,
+    DetectionResult,
+    SentenceEvidence,
+    decision_record,
+    output_record,
+    record_json,
+    verdict,
+)
+from pmark_impl.schemes._pmark_calibrate import (
+    ALPHAS,
+    calibrate_key,
+    clopper_pearson,
+    fpr_verdict,
+    key_fpr_study,
+)
+from pmark_impl.schemes._pmark_stats import ADAPTIVE_RESOLUTION
+from pmark_impl.schemes._pmark_tests import PMARK_TESTS, resolve_test, scheme_test
 from pmark_impl.schemes._registry import (
     BUILTIN_SCHEMES,
     DEFAULT_SCHEME,
@@ -30,26 +66,75 @@ from pmark_impl.schemes._registry import (
     get_scheme,
     scheme_names,
 )
+from pmark_impl.schemes._resolve import resolve_channels, resolve_scheme
 from pmark_impl.schemes._results import count_record, decide
-from pmark_impl.schemes._settings import recorded_settings, resolve_settings
+from pmark_impl.schemes._settings import (
+    is_default,
+    known_options,
+    recorded_settings,
+    resolve_settings,
+    scheme_options,
+)
+from pmark_impl.schemes._simmark_calibration import (
+    SimMarkCalibration,
+    calibrate_simmark,
+    load_simmark_calibration,
+    save_simmark_calibration,
+)
+from pmark_impl.schemes._simmark_rule import SimMarkDetection, detect_simmark
 from pmark_theory._plugins import PluginFault
 
 __all__ = [
+    "ADAPTIVE_RESOLUTION",
+    "ALPHAS",
     "BUILTIN_SCHEMES",
+    "DECISION_NOTE",
     "DEFAULT_SCHEME",
+    "DETECTOR_OUTPUT_LEVELS",
+    "EVIDENCE_WARNING",
+    "PMARK_TESTS",
+    "TOTAL_STATISTICS",
+    "VERDICT_NOT_ENOUGH",
+    "VERDICT_NO_WATERMARK",
+    "VERDICT_WATERMARKED",
+    "ChannelEvidence",
     "DetectRequest",
+    "DetectionResult",
     "Draw",
     "Option",
     "PluginFault",
     "Scheme",
     "SchemeCalibration",
+    "SentenceEvidence",
     "Setup",
+    "SimMarkCalibration",
+    "SimMarkDetection",
     "StepOutput",
     "available_schemes",
+    "calibrate_key",
+    "calibrate_simmark",
+    "clopper_pearson",
     "count_record",
     "decide",
+    "decision_record",
+    "detect_simmark",
+    "fpr_verdict",
     "get_scheme",
+    "held_out_fpr",
+    "is_default",
+    "key_fpr_study",
+    "known_options",
+    "load_simmark_calibration",
+    "output_record",
+    "record_json",
     "recorded_settings",
+    "resolve_channels",
+    "resolve_scheme",
     "resolve_settings",
+    "resolve_test",
+    "save_simmark_calibration",
     "scheme_names",
+    "scheme_options",
+    "scheme_test",
+    "verdict",
 ]

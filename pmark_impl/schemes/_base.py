@@ -107,7 +107,7 @@ class SchemeCalibration(NamedTuple):
         does not know (``PMarkValueError``). The calibrated key keeps what the input key holds for other schemes.
         ``report["held_out_fpr"]`` is ``{"test": name, "before": {alpha: rate}, "after": {alpha: rate}}``, each
         ``rate`` ``{"rejected", "n_texts", "rate", "interval"}`` (Clopper–Pearson 95%,
-        :func:`pmark_impl.keys._calibrate.clopper_pearson`) of the held-out texts, for the key before and after.
+        :func:`pmark_impl.schemes._pmark_calibrate.clopper_pearson`) of the held-out texts, for the key before and after.
       null_tests: for ``"key"`` calibrations, the tests whose text-level null ``pmark calibrate`` stores in the key
         after ``fit_key`` (K3: the detector's p-values on whole human texts, so that the per-key p-value holds
         whatever the dependence between a text's sentences); ``None`` names the detector's default test.
@@ -145,7 +145,7 @@ class Setup(NamedTuple):
 
     def embed(self, texts: Sequence[str]) -> Any:
         """``[n, d]`` float64 embeddings of ``texts`` (one encoder batch, checked finite and of the key's ``d``)."""
-        from pmark_impl.sampling._context import embed
+        from pmark_impl.sampling import embed
 
         return embed(self.encoder, texts, self.key.dim)
 
@@ -167,7 +167,7 @@ class Draw(NamedTuple):
 
     def sample(self, n: int) -> list[Any]:
         """``n`` candidates of the LM from this position's context and generator (checked: ``n`` sentences)."""
-        from pmark_impl.sampling._context import draw_candidates
+        from pmark_impl.sampling import draw_candidates
 
         return draw_candidates(self.sampler, self.context, n, self.generator)
 
@@ -203,7 +203,7 @@ class DetectRequest(NamedTuple):
 
         import numpy as np
 
-        from pmark_impl.detection._detect_work import embed_reporting
+        from pmark_impl.sampling import embed_reporting
 
         flat = [s for sentences in self.sentences for s in sentences]
         emb = embed_reporting(self.encoder, flat, self.key.dim, self.progress)

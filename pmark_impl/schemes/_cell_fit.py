@@ -18,19 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl._api_checks import check_callable, check_encoder
 from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
-from pmark_impl.keys._calibrate import ALPHAS, clopper_pearson
-from pmark_impl.keys._calibration import DEFAULT_TEXT_SENTENCES
-from pmark_impl.keys._cell_calibration import (
+from pmark_impl.keys import (
+    DEFAULT_TEXT_SENTENCES,
     CellCalibration,
+    WatermarkKey,
     cell_map_digest,
+    check_key,
     count_cells,
     green_count_pvalue,
 )
-from pmark_impl.keys._keys import WatermarkKey, check_key
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import check_callable, check_encoder, embed
 from pmark_impl.schemes._base import SchemeCalibration
+from pmark_impl.schemes._pmark_calibrate import ALPHAS, clopper_pearson
 from pmark_theory._validate import PMarkValueError, check_green_size, check_positive_int
 
 __all__ = ["FIT_OPTIONS", "cell_calibration", "fit_cell_key", "held_out_fpr"]

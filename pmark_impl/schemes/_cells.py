@@ -23,15 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_impl._api_checks import check_number
 from pmark_impl._limits import check_limit
-from pmark_impl.detection._detect_result import SentenceEvidence
-from pmark_impl.detection._detect_result import verdict as _verdict
-from pmark_impl.detection._detect_work import embed_reporting
-from pmark_impl.keys._cell_calibration import cell_map_digest, green_count_pvalue
-from pmark_impl.sampling._context import draw_candidates, embed
+from pmark_impl.keys import cell_map_digest, green_count_pvalue
+from pmark_impl.sampling import check_number, draw_candidates, embed, embed_reporting
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._cell_fit import cell_calibration
+from pmark_impl.schemes._decision import SentenceEvidence
+from pmark_impl.schemes._decision import verdict as _verdict
 from pmark_impl.schemes._laws import retry_law
 from pmark_impl.schemes._results import count_record
 from pmark_theory._cell_rules import check_margin, green_candidates

@@ -327,7 +327,7 @@ def _step_result(out: Any, args: tuple[Any, ...]) -> str | None:
 
 
 def _detect_result(out: Any, args: tuple[Any, ...]) -> str | None:
-    from pmark_impl.detection._detect_result import DetectionResult
+    from pmark_impl.schemes._decision import DetectionResult
 
     n = len(args[0].sentences) if args and hasattr(args[0], "sentences") else None
     if not isinstance(out, (list, tuple)) or (n is not None and len(out) != n):

@@ -4,23 +4,31 @@ Per text the state is the tuple of the kept sentences' embeddings when the key n
 or context seeds, Z1), else empty. At position ``t`` the bits are ``key.step_bits(t, previous, b)`` and the
 proxy centre ``c_t`` is :func:`pmark_theory.step_centre` of the previous embeddings. Detection computes the
 centred proxies of every sentence, the reference medians (0 offline; online the HD median of ``N`` fresh
-candidates, E14) and the bits, then :func:`pmark_impl.detection._detect_stats.pmark_results` (X3, X4, K1, Z3).
+candidates, E14, :func:`online_medians`) and the bits, then :func:`pmark_impl.schemes._pmark_stats.pmark_results` (X3, X4, K1, Z3).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from typing import Any
 
 import numpy as np
 
-from pmark_impl.detection._detect_stats import pmark_results
-from pmark_impl.detection._detect_work import embed_reporting, online_medians
-from pmark_impl.keys._calibration import centred_text_proxies
-from pmark_impl.sampling._context import embed
+from pmark_impl.keys import centred_text_proxies
+from pmark_impl.sampling import (
+    check_candidates,
+    context_for,
+    embed,
+    embed_reporting,
+    sampler_device,
+    torch_generator,
+)
 from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
+from pmark_impl.schemes._pmark_stats import pmark_results
 from pmark_impl.schemes._results import count_record
-from pmark_theory._centring import centred_proxies, step_centre
+from pmark_theory._centring import centred_proxies, context_centres, step_centre
+from pmark_theory._hd import hd_median
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
@@ -30,6 +38,7 @@ __all__ = [
     "detect",
     "fit_centring",
     "init",
+    "online_medians",
     "proxies",
     "record",
     "selectable",
@@ -40,11 +49,11 @@ __all__ = [
 def fit_centring(
     key: Any, encoder: Any, documents: Any, settings: Any, **options: Any
 ) -> tuple[Any, dict[str, Any]]:
-    """``SchemeCalibration.fit_key`` of PMark: :func:`pmark_impl.keys._calibrate.calibrate_key` (K1; its options:
+    """``SchemeCalibration.fit_key`` of PMark: :func:`pmark_impl.schemes._pmark_calibrate.calibrate_key` (K1; its options:
     ``centring``, ``text_sentences``, ``held_out_fraction``, ``corpus``, ``embed_fn``, ``alphas``), with
     ``report["held_out_fpr"]`` the hard test's held-out FPR before and after. ``settings`` are not used: the centre
     serves every PMark setting."""
-    from pmark_impl.keys._calibrate import calibrate_key
+    from pmark_impl.schemes._pmark_calibrate import calibrate_key
 
     known = ("centring", "text_sentences", "held_out_fraction", "corpus", "embed_fn", "alphas")
     unknown = sorted(set(options) - set(known))
@@ -166,3 +175,28 @@ def proxies(v: np.ndarray, emb: np.ndarray, centre: np.ndarray | None) -> np.nda
 def selectable(mask: Any) -> tuple[int, ...]:
     """The indices of a candidate mask."""
     return tuple(int(i) for i in np.flatnonzero(np.asarray(mask)))
+
+
+def _detect_seed(seed: int, t: int) -> int:
+    """Seed of the online resampling at position ``t``: from the user seed only (never the key, E13)."""
+    return int.from_bytes(hashlib.sha256(f"pmark-detect/{seed}/{t}".encode()).digest()[:8], "big") >> 1
+
+
+def online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, key, emb) -> np.ndarray:
+    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection).
+
+    The candidates of position ``t`` are centred like generation centred them (``c_t`` from ``emb[:t]``, K1);
+    ``progress(1)`` after each position.
+    """
+    med = np.empty((len(sentences), v.shape[0]))
+    centres = np.asarray(context_centres(key.centring, emb, key.centre)) if key.centring != "none" else None
+    device = sampler_device(sampler)  # the generator lives on the model's device
+    for t in range(len(sentences)):
+        gen = torch_generator(_detect_seed(seed, t), device)
+        cands = check_candidates(sampler.sample(context_for(prompt, sentences[:t]), n, gen), n)
+        cand_emb = embed(encoder, [c.text for c in cands], v.shape[1])
+        proxies = cand_emb @ v.T if centres is None else np.asarray(centred_proxies(v, cand_emb, centres[t]))
+        med[t] = hd_median(proxies, axis=0)
+        if progress is not None:
+            progress(1)
+    return med

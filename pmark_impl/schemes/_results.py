@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pmark_impl.detection._detect_result import DetectionResult, SentenceEvidence
-from pmark_impl.detection._detect_result import verdict as _verdict
+from pmark_impl.schemes._decision import DetectionResult, SentenceEvidence
+from pmark_impl.schemes._decision import verdict as _verdict
 
 __all__ = ["count_record", "decide"]
 

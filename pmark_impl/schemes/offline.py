@@ -14,11 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
-from pmark_impl.detection._detect_tests import resolve_test
-from pmark_impl.sampling._context import draw_candidates, embed
+from pmark_impl.sampling import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._laws import argmax_law
+from pmark_impl.schemes._pmark_tests import resolve_test
 from pmark_theory._rules import RULES, offline_scores, select_from_mask
 
 __all__ = ["SCHEME", "offline_step"]

@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_impl.detection._detect_tests import resolve_test
-from pmark_impl.sampling._context import draw_candidates, embed
+from pmark_impl.sampling import draw_candidates, embed
 from pmark_impl.schemes import _pmark
 from pmark_impl.schemes._base import DetectRequest, Draw, Scheme, Setup, StepOutput
+from pmark_impl.schemes._pmark_tests import resolve_test
 from pmark_theory._rules import RULES, select_from_mask
 from pmark_theory._validate import PMarkValueError, check_n_candidates
 

@@ -4,9 +4,9 @@ A candidate is valid when the cosine of its embedding with the previous sentence
 ``G = [simmark_low, simmark_high]``; batches of ``N`` are redrawn up to ``max_trials`` times, then a uniform
 candidate of the last batch is output. The key only seeds the sampling randomness (E20: the watermark itself is
 keyless). Detection needs the detector calibration ``γ`` measured on human text (``pmark calibrate-simmark``):
-:func:`pmark_impl._simmark.detect_simmark`, with the conservative p-value of
+:func:`pmark_impl.schemes._simmark_rule.detect_simmark`, with the conservative p-value of
 :func:`pmark_theory._simmark.simmark_pvalue`. The step, the detector and the differences from the reference
-implementation are documented in :mod:`pmark_impl._simmark`.
+implementation are documented in :mod:`pmark_impl.schemes._simmark_rule`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from typing import Any
 import jax
 import numpy as np
 
-from pmark_impl._api_checks import check_number
 from pmark_impl._limits import check_limit
-from pmark_impl._simmark import detect_simmark, previous_embedding, simmark_step
-from pmark_impl._simmark_calibration import calibrate_simmark, load_simmark_calibration
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import check_number, embed
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SchemeCalibration, Setup, StepOutput
+from pmark_impl.schemes._simmark_calibration import calibrate_simmark, load_simmark_calibration
+from pmark_impl.schemes._simmark_rule import detect_simmark, previous_embedding, simmark_step
 from pmark_theory._simmark import SIMMARK_HIGH, SIMMARK_LOW, check_simmark_interval
 from pmark_theory._validate import PMarkValueError
 

@@ -99,7 +99,7 @@ def make_tiny_lm(seed: int = 0, **options: Any) -> tuple[Any, Any]:
     """
     import torch
 
-    from pmark_impl.sampling._tiny import make_tiny_lm as _make
+    from pmark_impl.sampling import make_tiny_lm as _make
 
     check_size("seed", seed, minimum=0, maximum=2**63 - 1)
     for name in options:
@@ -148,8 +148,7 @@ def exact_sentence_law(
     Raises:
       PMarkValueError: ``context`` is not a string, or the cap is out of range.
     """
-    from pmark_impl.sampling._sampler import SamplingConfig
-    from pmark_impl.sampling._tiny import enumerate_sentences
+    from pmark_impl.sampling import SamplingConfig, enumerate_sentences
 
     if not isinstance(context, str) or len(context) > 10_000:
         raise PMarkValueError(
@@ -213,7 +212,7 @@ class FakeSampler:
         """
         import torch
 
-        from pmark_impl.sampling._sampler import Candidate
+        from pmark_impl.sampling import Candidate
 
         n = check_size("n", n, maximum=MAX_FAKE_SENTENCES)
         idx = torch.multinomial(self.probs, n, replacement=True, generator=generator).tolist()

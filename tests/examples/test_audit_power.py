@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from examples.audit_targets.semstamp_z import exact_size
-from pmark_impl.audit import AuditConfig, audit, tiny_env
+from pmark_impl.audit import AuditConfig, audit, load_target, tiny_env
 from pmark_impl.audit._null import _source
-from pmark_impl.audit._target import load_target
 from pmark_impl.audit._verdicts import _fpr_rows
 
 M = "examples.audit_targets"

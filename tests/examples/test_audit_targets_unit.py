@@ -16,7 +16,7 @@ from scipy import stats
 from examples.audit_targets import biased_sampler, semstamp_ref, simmark_in_sample, soft_z
 from examples.audit_targets._common import halve_exactly
 from pmark_impl.audit import tiny_env
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 
 PROMPT = "the cat sat."
 HUMAN = (

@@ -52,7 +52,7 @@ def api_encoders() -> dict[str, tuple[Any, bool]]:
 
 
 def api_keys() -> dict[str, tuple[Any, bool]]:
-    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.keys import WatermarkKey
 
     key = WatermarkKey.generate(np.random.default_rng(0), "fake-encoder", 32, 4)
     return {

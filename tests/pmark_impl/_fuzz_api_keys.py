@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 @st.composite
 def load_key_cases(draw: Any, assets: Assets) -> ApiCase:
-    from pmark_impl.keys._key_files import load_key
+    from pmark_impl.keys import load_key
 
     variants = key_variants(assets, "k.key")
     tag = draw(st.sampled_from(sorted(variants)))
@@ -51,7 +51,7 @@ def load_key_cases(draw: Any, assets: Assets) -> ApiCase:
         must = False  # os.fspath accepts bytes: a bytes path may work (or be refused with a clear error)
 
     def judge(v: Any, _f: Path) -> list[str]:
-        from pmark_impl.keys._keys import WatermarkKey
+        from pmark_impl.keys import WatermarkKey
 
         if not isinstance(v, WatermarkKey) or v.dim != dim:
             return [f"load_key returned {short_repr(v)}"]
@@ -69,8 +69,7 @@ def load_key_cases(draw: Any, assets: Assets) -> ApiCase:
 
 @st.composite
 def save_key_cases(draw: Any, assets: Assets) -> ApiCase:
-    from pmark_impl.keys._key_files import load_key, save_key
-    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.keys import WatermarkKey, load_key, save_key
 
     secret = bytes(range(32))
     names = ("fake-encoder", "a\nb", "e" * 1100, "e" * 1024, "tab\tname", " ", "编码器", "\x00", "x\u2028y")

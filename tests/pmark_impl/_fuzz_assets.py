@@ -42,7 +42,7 @@ def install_fakes(mp: Any) -> None:
         return encoders[16 if name == DIM16 else 32]
 
     def load_sampler(model: Any, temperature: Any, top_p: Any, **_: Any) -> FakeSampler:
-        from pmark_impl.sampling._sampler import SamplingConfig
+        from pmark_impl.sampling import SamplingConfig
 
         settings = (("temperature", temperature), ("top_p", top_p))
         SamplingConfig(**{k: v for k, v in settings if v is not None})  # the real loader checks these first

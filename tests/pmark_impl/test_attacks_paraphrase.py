@@ -11,7 +11,7 @@ from pmark_impl.attacks import (
     get_attack,
     select_by_bigram_overlap,
 )
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 from pmark_theory._validate import PMarkValueError
 
 

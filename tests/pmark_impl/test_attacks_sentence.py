@@ -7,9 +7,9 @@ import pytest
 from _impl_fakes import FakeEncoder, universe
 
 from pmark_impl.attacks import attack_similarity, evidence_flips, get_attack
-from pmark_impl.detection._detect import detect
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.detection import detect
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import split_sentences
 from pmark_theory._validate import PMarkValueError
 
 HUMAN = ["A stranger walked into the room.", "Nobody said a word!", "Was it raining outside?"]

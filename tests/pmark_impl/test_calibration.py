@@ -24,12 +24,18 @@ from scipy import stats
 
 from pmark_impl import cli
 from pmark_impl._corpus import Document, held_out_texts, split_documents
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._calibrate import calibrate_key, clopper_pearson, fpr_verdict, key_fpr_study
-from pmark_impl.keys._calibration import KeyCalibration, centred_text_proxies, sign_counts
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import KeyFileError, WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import (
+    KeyCalibration,
+    KeyFileError,
+    WatermarkKey,
+    centred_text_proxies,
+    load_key,
+    save_key,
+    sign_counts,
+)
+from pmark_impl.schemes import calibrate_key, clopper_pearson, fpr_verdict, key_fpr_study
 from pmark_theory import RULES, PMarkValueError
 from pmark_theory._centring import (
     CENTRING_MODES,

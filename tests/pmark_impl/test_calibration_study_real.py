@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from pmark_impl._corpus import builtin_documents
-from pmark_impl.keys._calibrate import key_fpr_study
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._context import embed
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import embed
+from pmark_impl.schemes import key_fpr_study
 
 pytestmark = pytest.mark.slow
 

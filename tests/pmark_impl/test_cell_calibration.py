@@ -33,8 +33,7 @@ import pytest
 
 from pmark_impl import WatermarkKey, detect_many
 from pmark_impl._corpus import Document
-from pmark_impl.keys._cell_calibration import CellCalibration, green_count_pvalue
-from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys import CellCalibration, green_count_pvalue, load_key, save_key
 from pmark_impl.schemes import get_scheme
 from pmark_theory import poisson_binomial_pmf
 from pmark_theory._validate import PMarkValueError

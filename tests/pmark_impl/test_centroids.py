@@ -18,18 +18,19 @@ from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 from pmark_impl import _corpus as corpus_module
 from pmark_impl import cli
 from pmark_impl._corpus import Document, corpus_fingerprint
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._centroids import (
-    MAX_CENTROID_VALUES,
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import (
     KeyCentroids,
-    centroids_from_json,
+    KeyFileError,
+    WatermarkKey,
     fit_centroids,
     fit_key_centroids,
+    load_key,
+    save_key,
 )
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import KeyFileError, WatermarkKey
-from pmark_impl.sampling._context import embed
+from pmark_impl.keys._centroids import MAX_CENTROID_VALUES, centroids_from_json
+from pmark_impl.sampling import embed
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError

@@ -17,8 +17,7 @@ from _impl_fakes import FakeEncoder, install_fake_models, universe
 
 from pmark_impl import cli
 from pmark_impl.cli import models
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.keys import WatermarkKey, load_key, save_key
 
 SENTENCES = universe(500)
 
@@ -273,7 +272,7 @@ def test_console_script_errors_have_no_traceback(tmp_path):
 
 def test_cli_with_the_tiny_lm_and_minilm(tmp_path, capsys, monkeypatch, tiny_lm, minilm):
     # Real components end to end (tiny enumerable LM, MiniLM): keygen → generate → detect, reproducible.
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     monkeypatch.setattr(models, "load_encoder", lambda name: minilm)
     monkeypatch.setattr(models, "load_sampler", lambda m, t, p: LMSentenceSampler(*tiny_lm, SamplingConfig()))

@@ -221,7 +221,7 @@ def test_paraphrase_parameters_are_checked_before_any_model_loads(
 
 # ------------------------------------------------------------------------------------ provenance (issue 28)
 def _online_record(tmp_path):
-    from pmark_impl.generation._provenance import Provenance, ProvenanceStep, save_provenance
+    from pmark_impl.generation import Provenance, ProvenanceStep, save_provenance
 
     steps = tuple(
         ProvenanceStep(position=t, text=s, n_candidates_sampled=16, tokens=5, outcome="sentence")
@@ -251,7 +251,7 @@ def test_attack_carries_the_generation_record_so_detect_follows_it(tmp_path, cap
     text with the offline defaults. The record beside the input now goes beside ``--out``, with the attack
     appended and the (no longer true) per-sentence steps dropped; its detection settings are the generation's."""
     from pmark_impl.cli.provenance import provenance_for_detection
-    from pmark_impl.generation._provenance import load_provenance
+    from pmark_impl.generation import load_provenance
 
     src = tmp_path / "t.txt"
     src.write_text(TEXT, encoding="utf-8")

@@ -22,8 +22,7 @@ import pytest
 from _impl_fakes import install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.keys import WatermarkKey, load_key, save_key
 
 SENTENCES = universe(300)
 

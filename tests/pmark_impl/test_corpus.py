@@ -21,7 +21,7 @@ from pmark_impl._corpus import (
     read_corpus,
     split_documents,
 )
-from pmark_impl.sampling._segment import TERMINAL_MARKS, split_sentences
+from pmark_impl.sampling import TERMINAL_MARKS, split_sentences
 from pmark_theory._files import UserFileError
 from pmark_theory._validate import PMarkValueError
 

@@ -34,10 +34,8 @@ from scipy import stats
 
 from pmark_impl import cli
 from pmark_impl.cli import models as cli_models
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._tiny import make_tiny_lm
+from pmark_impl.keys import WatermarkKey, save_key
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
 from tests.pmark_impl.test_power_real import RICH_CORPUS, TINY_PROMPTS
 
 ALPHA = 0.01
@@ -122,7 +120,7 @@ def _watermarked_pvalues(
 
 def _plain_texts(sampler, n: int) -> list[tuple[str, str]]:
     """``n`` unwatermarked 12-sentence continuations (one candidate per step: a draw from P_M)."""
-    from pmark_impl.generation._watermark import context_for
+    from pmark_impl.sampling import context_for
 
     texts = []
     for i in range(n):
@@ -182,8 +180,8 @@ def _calibration(tmp_path, sampler) -> str:
     tiny LM's are shorter.
     """
     from pmark_impl._corpus import Document
-    from pmark_impl._simmark_calibration import calibrate_simmark, save_simmark_calibration
-    from pmark_impl.sampling._segment import split_sentences
+    from pmark_impl.sampling import split_sentences
+    from pmark_impl.schemes import calibrate_simmark, save_simmark_calibration
 
     docs = [
         Document(f"plain{i}", tuple(split_sentences(body)))

@@ -29,9 +29,9 @@ from scipy import stats
 from pmark_impl._tradeoffs import offline_expected_matches
 from pmark_impl.cli import build_parser
 from pmark_impl.cli.options import default_n_candidates
-from pmark_impl.detection._detect import detect
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.detection import detect
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 from pmark_theory import online_bit_accuracy
 
 pytestmark = pytest.mark.slow  # ~30-60 min on 2 cores
@@ -71,7 +71,7 @@ def test_smollm2_defaults(smollm2, minilm, mode):
     rng = np.random.default_rng(2026)
     rows = []
     for i, prompt in enumerate(PROMPTS):
-        from pmark_impl.generation._watermark import generate
+        from pmark_impl.generation import generate
 
         key = WatermarkKey.generate(rng, minilm.name, minilm.dim, d["b"])
         res = generate(

@@ -13,15 +13,11 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 from scipy import stats
 from scipy.stats.mstats import hdquantiles
 
-from pmark_impl.detection._detect import (
-    VERDICT_NO_WATERMARK,
-    VERDICT_NOT_ENOUGH,
-    VERDICT_WATERMARKED,
-    detect,
-    detect_many,
-)
-from pmark_impl.generation._watermark import context_for, generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect, detect_many
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import context_for
+from pmark_impl.schemes import VERDICT_NO_WATERMARK, VERDICT_NOT_ENOUGH, VERDICT_WATERMARKED
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(2000)

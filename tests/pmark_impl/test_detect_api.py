@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, universe
 
-from pmark_impl._simmark import detect_simmark
-from pmark_impl.detection import _detect_work
-from pmark_impl.detection._detect import detect, detect_many
-from pmark_impl.generation._watermark import context_for, generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl import sampling
+from pmark_impl.detection import detect, detect_many
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import context_for
+from pmark_impl.schemes import detect_simmark
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(64)
@@ -214,7 +215,7 @@ def test_generate_checks_its_arguments(key, enc, args, kwargs, needles):
 
 def test_calibration_entry_points_check_types(key, enc):
     from pmark_impl._corpus import Document
-    from pmark_impl.keys._calibrate import calibrate_key, key_fpr_study
+    from pmark_impl.schemes import calibrate_key, key_fpr_study
 
     docs = [Document(f"d{i}", tuple(SENTENCES[8 * i : 8 * i + 8])) for i in range(8)]
     _refused(lambda: calibrate_key("k.key", enc, docs), "key must be a WatermarkKey", "load_key")
@@ -236,7 +237,7 @@ def test_context_for_and_simmark_detection_check_types(enc):
 # 2. Size budget and progress.
 # --------------------------------------------------------------------------------------------------------------
 def test_a_text_over_the_sentence_budget_is_refused_before_encoding(key, enc):
-    n = _detect_work.MAX_TEXT_SENTENCES + 1
+    n = sampling.MAX_TEXT_SENTENCES + 1
     text = " ".join(f"S {i}." for i in range(n))
     msg = _refused(lambda: detect(key, text, enc), f"text has {n:,} sentences", "at most 10,000", "split it")
     assert "MAX_TEXT_SENTENCES" in msg
@@ -252,7 +253,7 @@ def test_a_text_over_the_character_budget_is_refused_before_splitting(key, enc):
         calls.append(t)
         return [t]
 
-    text = "x" * (_detect_work.MAX_TEXT_CHARS + 1)
+    text = "x" * (sampling.MAX_TEXT_CHARS + 1)
     _refused(lambda: detect(key, text, enc, splitter=splitter), "characters", "MAX_TEXT_CHARS", "split it")
     assert calls == [] and enc.calls == 0
 
@@ -264,7 +265,7 @@ def test_offline_detection_reports_progress_per_encoder_batch(key, mode):
     text = " ".join(words)
     seen: list[int] = []
     with_progress = detect(key, text, enc, mode=mode, progress=seen.append)
-    batch = _detect_work.ENCODE_BATCH
+    batch = sampling.ENCODE_BATCH
     assert seen == [batch, batch, 1200 - 2 * batch]  # one call per encoder batch, summing to the sentences
     assert enc.calls == 3
     without = detect(key, text, enc, mode=mode)

@@ -17,12 +17,18 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl._simmark_calibration import SimMarkCalibration, save_simmark_calibration
-from pmark_impl.detection._detect import VERDICT_NO_WATERMARK, VERDICT_WATERMARKED, detect
-from pmark_impl.detection._detect_result import DECISION_NOTE, decision_record, output_record
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey, save_key
+from pmark_impl.schemes import (
+    DECISION_NOTE,
+    VERDICT_NO_WATERMARK,
+    VERDICT_WATERMARKED,
+    SimMarkCalibration,
+    decision_record,
+    output_record,
+    save_simmark_calibration,
+)
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(400)

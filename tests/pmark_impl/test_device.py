@@ -12,11 +12,17 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
 from pmark_impl.cli import models
-from pmark_impl.generation._watermark import generate, sampler_device, torch_generator
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._models import check_device, load_encoder, load_lm
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey, save_key
+from pmark_impl.sampling import (
+    LMSentenceSampler,
+    SamplingConfig,
+    check_device,
+    load_encoder,
+    load_lm,
+    sampler_device,
+    torch_generator,
+)
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(200)
@@ -119,7 +125,7 @@ def test_same_seed_same_text_on_cpu(tiny_lm):
 
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device on this machine")
 def test_same_seed_same_text_on_cuda():
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import make_tiny_lm
 
     lm = make_tiny_lm(seed=0)
     runs = [_tiny_generate(lm, "cuda", s) for s in (3, 3, 4)]

@@ -6,10 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from pmark_impl.sampling._encoder import Encoder
-from pmark_impl.sampling._models import DEFAULT_ENCODER_NAME, default_lm_path, load_encoder
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import (
+    DEFAULT_ENCODER_NAME,
+    Encoder,
+    LMSentenceSampler,
+    SamplingConfig,
+    default_lm_path,
+    load_encoder,
+    split_sentences,
+)
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = [

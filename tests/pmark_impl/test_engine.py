@@ -21,12 +21,17 @@ import scipy.stats
 import torch
 
 from pmark_impl import WatermarkKey, generate, generate_many
-from pmark_impl.evaluate._distributed import World
-from pmark_impl.sampling._engine import DecodeEngine, Request
+from pmark_impl.evaluate import World
+from pmark_impl.sampling import (
+    DecodeEngine,
+    LMSentenceSampler,
+    Request,
+    SamplingConfig,
+    filtered_logprobs,
+    row_seeds,
+)
 from pmark_impl.sampling._kv import check_layers
-from pmark_impl.sampling._rows import _inverse_cdf, row_generators, row_seeds, row_uniforms, sample_rows
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._token_law import filtered_logprobs
+from pmark_impl.sampling._rows import _inverse_cdf, row_generators, row_uniforms, sample_rows
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import FakeEncoder
 
@@ -125,9 +130,8 @@ def test_speculation_is_used_and_wasted_rows_counted(sampler, key, monkeypatch):
 
 
 def _first_sentence_chi2(tiny_lm, key, mutate=None, monkeypatch=None) -> float:
-    from pmark_impl.sampling._tiny import enumerate_sentences
-    from pmark_impl.schemes import get_scheme, resolve_settings
-    from pmark_impl.schemes._base import Setup
+    from pmark_impl.sampling import enumerate_sentences
+    from pmark_impl.schemes import Setup, get_scheme, resolve_settings
 
     model, tok = tiny_lm
     cfg = SamplingConfig(temperature=1.0, top_p=1.0, max_sentence_tokens=4)
@@ -260,7 +264,7 @@ def test_sliding_window_cache_is_refused():
 def test_unbatchable_models_run_one_text_at_a_time(layout, key, monkeypatch):
     """A sliding-window cache or a RoPE whose frequencies follow the batch's largest position: generate_many runs
     the texts one at a time (the engine is never made) and gives generate's texts."""
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import make_tiny_lm
 
     model, tok = make_tiny_lm(seed=0)
     if layout == "sliding":

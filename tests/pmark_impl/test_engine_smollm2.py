@@ -17,8 +17,7 @@ import pytest
 import torch
 
 from pmark_impl import WatermarkKey, generate, generate_many
-from pmark_impl.sampling._kv import cache_keyword, returned_cache
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, cache_keyword, returned_cache
 
 pytestmark = pytest.mark.slow  # ~6 min on 2 cores
 

@@ -57,8 +57,7 @@ ARGS = (
 
 
 def _sampler():
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
     from tests.pmark_impl.test_power_real import RICH_CORPUS
 
     model, tokenizer = make_tiny_lm(seed=0, corpus=RICH_CORPUS, end_bias=3.0, eos_bias=-math.inf)
@@ -83,7 +82,7 @@ def install_test_models(cli_module, setter=setattr) -> None:
 
 
 def _write_prompts(path: Path) -> Path:
-    from pmark_impl.generation._watermark import context_for
+    from pmark_impl.sampling import context_for
     from tests.pmark_impl.test_power_real import RICH_CORPUS
 
     install_test_models(cli, lambda *a: None)
@@ -355,8 +354,7 @@ def test_locked_folder_is_refused(capsys, tmp_path, prompts, models):
 
 
 def test_bad_key_files_fail_before_models(capsys, tmp_path, no_models):
-    from pmark_impl.keys._key_files import save_key
-    from pmark_impl.keys._keys import WatermarkKey
+    from pmark_impl.keys import WatermarkKey, save_key
 
     key = save_key(WatermarkKey.generate(np.random.default_rng(0), "enc", 8, 2), tmp_path / "k.json")
     assert "has 2 channels; the runs need b = 4" in _fails(capsys, tmp_path / "o1", "--key", str(key))

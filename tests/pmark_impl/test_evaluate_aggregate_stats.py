@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pmark_impl.evaluate import EvalConfig, build_runs, parse_attacks, unit_seed
 from pmark_impl.evaluate import _aggregate as agg
-from pmark_impl.evaluate._config import EvalConfig, build_runs, parse_attacks, unit_seed
 from pmark_impl.quality import distinct_n
 from pmark_theory._eval_intervals import predicted_tpr_overdispersed
 from pmark_theory._eval_model_fit import prediction_fit_test

@@ -13,17 +13,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl.evaluate._aggregate import aggregate, clean_json, timing
-from pmark_impl.evaluate._config import (
+from pmark_impl.evaluate import (
     NO_ATTACK,
     AttackSpec,
     EvalConfig,
+    World,
     build_runs,
     parse_attacks,
     parse_grid,
     unit_seed,
+    world_from_env,
 )
-from pmark_impl.evaluate._distributed import World, world_from_env
+from pmark_impl.evaluate._aggregate import aggregate, clean_json, timing
 from pmark_theory._validate import PMarkValueError
 
 

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from pmark_impl.evaluate._runner import EvaluationError, _lock, prepare_folder
+from pmark_impl.evaluate import EvaluationError
+from pmark_impl.evaluate._runner import _lock, prepare_folder
 from pmark_theory._lock import ForeignLockError
 from pmark_theory._owned import MARKER_NAME
 from pmark_theory._validate import PMarkValueError

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from pmark_impl.evaluate import _prompts
-from pmark_impl.evaluate._prompts import (
+from pmark_impl.evaluate import (
     EvalDocument,
+    _prompts,
     builtin_prompts,
     check_prompt_lengths,
     prompts_fingerprint,
     read_prompts,
 )
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.sampling import split_sentences
 from pmark_theory._files import UserFileError
 from pmark_theory._validate import PMarkValueError
 

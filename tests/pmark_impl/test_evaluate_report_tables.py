@@ -246,7 +246,7 @@ def test_nan_prints_as_a_dash_never_a_number():
 def test_tiny_lm_evaluation_names_its_models_and_the_prompt_filter(tmp_path, capsys, monkeypatch):
     from pmark_impl import cli
     from pmark_impl.cli.evaluate_inputs import model_label
-    from pmark_impl.sampling._models import DEFAULT_LM_NAME
+    from pmark_impl.sampling import DEFAULT_LM_NAME
     from tests.pmark_impl.test_evaluate import _MODELS, SMALL, install_test_models
     from tests.pmark_impl.test_power_real import RICH_CORPUS
 
@@ -292,7 +292,8 @@ def test_a_folder_written_before_the_prompt_filter_was_recorded_resumes(tmp_path
     """``prompts.min_sentences`` is new in config.json: a folder written before (no filter recorded, the same
     documents by fingerprint) resumes without ``--force``; one that recorded another filter, or other documents,
     does not."""
-    from pmark_impl.evaluate._runner import EvaluationError, prepare_folder, same_settings
+    from pmark_impl.evaluate import EvaluationError
+    from pmark_impl.evaluate._runner import prepare_folder, same_settings
 
     old = {"runs": [], "prompts": {"source": "builtin", "fingerprint": "f"}, "key_fingerprint": "k", "model": "m",
            "encoder": "e"}  # fmt: skip

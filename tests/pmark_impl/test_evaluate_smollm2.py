@@ -39,7 +39,7 @@ COMMON = ("--n-candidates", "64", "--channels", "4", "--attack", "none", "--orac
 
 
 def test_offline_tpr_and_token_cost_on_smollm2(tmp_path, smollm2, minilm, monkeypatch):
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     sampler = LMSentenceSampler(*smollm2, SamplingConfig())
     monkeypatch.setattr(models, "load_sampler", lambda model, temperature, top_p, **kw: sampler)

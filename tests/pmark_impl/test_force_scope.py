@@ -15,11 +15,10 @@ import pytest
 from _impl_fakes import install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl.cli.files import CLIError
+from pmark_impl.cli import CLIError
 from pmark_impl.cli.owned_files import check_replaceable
-from pmark_impl.generation._provenance import load_provenance
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.generation import load_provenance
+from pmark_impl.keys import WatermarkKey, save_key
 
 
 @pytest.fixture

@@ -17,16 +17,9 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl.detection._detect import detect, detect_many
-from pmark_impl.generation._provenance import (
-    ProvenanceError,
-    load_provenance,
-    provenance_path,
-    save_provenance,
-)
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect, detect_many
+from pmark_impl.generation import ProvenanceError, generate, load_provenance, provenance_path, save_provenance
+from pmark_impl.keys import WatermarkKey, save_key
 from pmark_impl.schemes import _cells as cell_schemes
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import cell_function

@@ -24,16 +24,9 @@ from hypothesis import strategies as st
 
 from pmark_impl import _limits, cli
 from pmark_impl._corpus import read_corpus
-from pmark_impl._simmark_calibration import (
-    SimMarkCalibration,
-    load_simmark_calibration,
-    save_simmark_calibration,
-)
-from pmark_impl.generation._provenance import ProvenanceError, load_provenance
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._centroids import KeyCentroids
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import KeyFileError, WatermarkKey
+from pmark_impl.generation import ProvenanceError, generate, load_provenance
+from pmark_impl.keys import KeyCentroids, KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl.schemes import SimMarkCalibration, load_simmark_calibration, save_simmark_calibration
 from pmark_theory._validate import PMarkValueError
 
 SECRET = bytes(range(32))
@@ -351,8 +344,7 @@ def test_lsh_dim_31_is_one_line_error_before_any_work(tmp_path, capsys):
 def test_sampling_with_a_transformers_model_emits_no_warning():
     import torch
 
-    from pmark_impl.sampling._sampler import LMSentenceSampler, cache_keyword
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import LMSentenceSampler, cache_keyword, make_tiny_lm
 
     model, tokenizer = make_tiny_lm()
     sampler = LMSentenceSampler(model, tokenizer)
@@ -370,7 +362,7 @@ def test_sampling_with_a_transformers_model_emits_no_warning():
 
 
 def test_an_encoder_wrapper_of_the_wrong_object_is_a_value_error():
-    from pmark_impl.sampling._encoder import Encoder
+    from pmark_impl.sampling import Encoder
 
     for bad in (None, "all-MiniLM-L6-v2", object()):
         with pytest.raises(PMarkValueError, match="model must be a loaded SentenceTransformer"):
@@ -380,7 +372,7 @@ def test_an_encoder_wrapper_of_the_wrong_object_is_a_value_error():
 def test_a_record_the_reader_would_refuse_is_never_written(tmp_path):
     import dataclasses
 
-    from pmark_impl.generation._provenance import Provenance, save_provenance
+    from pmark_impl.generation import Provenance, save_provenance
 
     doc = _record()
     path = tmp_path / "r.json"

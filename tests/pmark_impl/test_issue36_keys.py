@@ -32,9 +32,7 @@ from _fuzz_issue36_keys import (
 from _fuzz_sandbox import CaseRoot
 
 from pmark_impl import cli
-from pmark_impl.keys._calibration import KeyCalibration
-from pmark_impl.keys._key_fields import KeyFileError
-from pmark_impl.keys._key_files import load_key, save_key
+from pmark_impl.keys import KeyCalibration, KeyFileError, load_key, save_key
 
 #: What the one-line error of each hand edit names (the field, then the rule).
 FIELD_AND_RULE = {

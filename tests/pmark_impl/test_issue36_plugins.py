@@ -133,7 +133,7 @@ def test_ctrl_c_and_memory_errors_are_not_the_plugins(world, capsys):
     assert cli.main([*GENERATE, "--scheme", "_plugins36:step_interrupted", "P."]) == 130
     assert capsys.readouterr().err.strip() == "pmark: interrupted"
     import pmark_impl
-    from pmark_impl.keys._key_files import load_key
+    from pmark_impl.keys import load_key
     from pmark_impl.sampling import _models
 
     key = load_key(world / "k.key")

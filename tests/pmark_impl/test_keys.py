@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import (
+from pmark_impl.keys import (
     KEY_FORMAT,
     MAX_KEY_CHANNELS,
     MAX_KEY_DIM,
     KeyFileError,
     WatermarkKey,
     check_key_shape,
+    load_key,
+    save_key,
 )
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_impl.schemes.semstamp import lsh_hyperplanes

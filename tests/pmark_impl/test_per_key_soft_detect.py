@@ -17,7 +17,7 @@ control: X4's soft FPR on the same key, whose one-sided 99.9% Clopper–Pearson 
 (measured 5.9% / 18.5%).
 
 Negative controls of the SAME pipeline (:func:`calibrate_key` then :func:`detect_many`) with one mutation of
-the per-key soft null (``monkeypatch`` on :mod:`pmark_impl.detection._detect_stats`), on a second synthetic corpus built
+the per-key soft null (``monkeypatch`` on :mod:`pmark_impl.schemes._pmark_stats`), on a second synthetic corpus built
 to expose each mutation (``_control_world``); each mutant's 99.9% lower bound must exceed α at both levels
 while the real test stays at or below α:
 
@@ -41,14 +41,11 @@ from _impl_fakes import FakeEncoder, FakeSampler
 from scipy import stats
 
 from pmark_impl._corpus import Document
-from pmark_impl.detection import _detect_stats
-from pmark_impl.detection._detect import detect, detect_many
-from pmark_impl.detection._detect_tests import resolve_test
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._calibrate import calibrate_key
-from pmark_impl.keys._calibration import KeyCalibration, calibration_from_json
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import KeyFileError, WatermarkKey
+from pmark_impl.detection import detect, detect_many
+from pmark_impl.generation import generate
+from pmark_impl.keys import KeyCalibration, KeyFileError, WatermarkKey, load_key, save_key
+from pmark_impl.keys._calibration import calibration_from_json
+from pmark_impl.schemes import _pmark_stats, calibrate_key, resolve_test
 from pmark_theory._per_key_soft import band_match_bounds, pool_counts
 from pmark_theory._validate import PMarkValueError
 
@@ -179,7 +176,7 @@ def _point_estimates(n_positive, n_total, weights, confidence):
 def _control_fpr(world, monkeypatch, name=None, mutant=None) -> list[int]:
     key, enc, held = world
     if mutant is not None:
-        monkeypatch.setattr(_detect_stats, name, mutant)
+        monkeypatch.setattr(_pmark_stats, name, mutant)
     res = detect_many(key, held, enc, mode="offline", test="soft", delta=CONTROL_DELTA)
     monkeypatch.undo()
     assert {r.test for r in res} == {"soft_per_key"}

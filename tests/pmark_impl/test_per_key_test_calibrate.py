@@ -11,8 +11,8 @@ import numpy as np
 from _impl_fakes import FakeEncoder
 
 from pmark_impl._corpus import Document
-from pmark_impl.keys._calibrate import calibrate_key, key_fpr_study
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.schemes import calibrate_key, key_fpr_study
 
 DIM = 16
 
@@ -32,7 +32,7 @@ def _corpus():
 def test_calibrate_key_reports_the_test_the_detector_runs():
     # Regression (review of issue 28): the report's per_key FPR was the independent test's, while detect() runs
     # the dependence-aware one for context-centred keys.
-    from pmark_impl.keys._calibrate import _held_out_measure
+    from pmark_impl.schemes._pmark_calibrate import _held_out_measure
 
     key, enc, docs = _corpus()
     new_key, report = calibrate_key(key, enc, docs, alphas=(0.05,))

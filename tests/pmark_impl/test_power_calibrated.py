@@ -17,13 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._calibrate import clopper_pearson
-from pmark_impl.keys._calibration import KeyCalibration, sign_counts
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._tiny import make_tiny_lm
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import KeyCalibration, WatermarkKey, sign_counts
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
+from pmark_impl.schemes import clopper_pearson
 from tests.pmark_impl.test_power_real import RICH_CORPUS, TINY_PROMPTS
 
 TRIALS = 10
@@ -32,7 +30,7 @@ pytestmark = pytest.mark.slow  # ~3 min on a loaded 2-core machine; the default 
 
 @pytest.fixture(scope="module")
 def setup(minilm):
-    from pmark_impl.sampling._encoder import Encoder
+    from pmark_impl.sampling import Encoder
 
     encoder = Encoder(minilm.model, minilm.name, batch_size=8)
     model, tokenizer = make_tiny_lm(seed=0, corpus=RICH_CORPUS, end_bias=3.0, eos_bias=-math.inf)
@@ -86,8 +84,8 @@ def test_power_smollm2_before_and_after_calibration(smollm2, minilm):
     # of 0 on some channels (test_power_real), so centring is expected to help, not hurt: the matching-bit
     # fraction after calibration must be at least its value before minus 2 standard errors (paired by prompt).
     from pmark_impl._corpus import builtin_documents
-    from pmark_impl.keys._calibrate import calibrate_key
-    from pmark_impl.sampling._encoder import Encoder
+    from pmark_impl.sampling import Encoder
+    from pmark_impl.schemes import calibrate_key
     from tests.pmark_impl.test_power_real import SMOL_PROMPTS
 
     encoder = Encoder(minilm.model, minilm.name, batch_size=8)

@@ -37,11 +37,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-from pmark_impl.sampling._tiny import make_tiny_lm
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
 
 ALPHA = 0.01
 CHANNELS = 4
@@ -102,7 +101,7 @@ class _ReplayEncoder:
 def encoder(minilm):
     """The session's MiniLM, embedding in length-sorted batches of 8: the same model and vectors (to ~2e-7), with
     less padding than one batch of 32-64 sentences (measured ~1.7x faster at N = 32-64 on one CPU thread)."""
-    from pmark_impl.sampling._encoder import Encoder
+    from pmark_impl.sampling import Encoder
 
     return Encoder(minilm.model, minilm.name, batch_size=8)
 

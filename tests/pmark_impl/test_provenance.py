@@ -24,17 +24,10 @@ from pmark_impl._tradeoffs import (
     tradeoff_rows,
     tradeoff_table,
 )
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._provenance import (
-    PROVENANCE_NOTE,
-    ProvenanceError,
-    load_provenance,
-    provenance_path,
-    save_provenance,
-)
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import ProvenanceError, generate, load_provenance, provenance_path, save_provenance
+from pmark_impl.generation._provenance import PROVENANCE_NOTE
+from pmark_impl.keys import WatermarkKey, save_key
 from pmark_theory import offline_expected_samples, online_bit_accuracy
 
 SENTENCES = universe(500)

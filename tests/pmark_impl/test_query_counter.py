@@ -23,11 +23,10 @@ import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, install_fake_models, universe
 
 from pmark_impl import cli
-from pmark_impl.detection import _queries
-from pmark_impl.detection._queries import QueryCounter, QueryCounterError, key_id, warning_thresholds
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import QueryCounter, QueryCounterError, _queries, warning_thresholds
+from pmark_impl.detection._queries import key_id
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey, save_key
 from pmark_theory import _key_recovery
 
 SENTENCES = universe(300)

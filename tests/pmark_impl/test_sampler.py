@@ -20,20 +20,21 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from scipy import stats
 
-from pmark_impl.sampling._rows import _rows_in_shortlist, row_generators, row_uniforms, sample_rows
-from pmark_impl.sampling._sampler import (
-    CAP_MARK,
+from pmark_impl.sampling import (
     DECODE_WINDOW,
-    OUTCOMES,
     Candidate,
     LMSentenceSampler,
     SamplingConfig,
+    enumerate_sentences,
     filtered_logprobs,
+    make_tiny_lm,
+    split_sentences,
 )
-from pmark_impl.sampling._segment import split_sentences
-from pmark_impl.sampling._tiny import enumerate_sentences, make_tiny_lm
+from pmark_impl.sampling._rows import _rows_in_shortlist, row_generators, row_uniforms, sample_rows
 from pmark_impl.sampling._token_law import (
+    CAP_MARK,
     NUCLEUS_SHORTLIST,
+    OUTCOMES,
     _top_p_drop,
 )
 from pmark_theory._validate import PMarkValueError
@@ -539,7 +540,7 @@ def test_window_detokenisation_matches_whole_row_smollm2_tokenizer():
     pytest.importorskip("gguf")
     from transformers import AutoTokenizer
 
-    from pmark_impl.sampling._models import default_lm_path
+    from pmark_impl.sampling import default_lm_path
 
     try:
         path = default_lm_path()

@@ -10,7 +10,7 @@ import pytest
 
 from pmark_impl import WatermarkKey, cli
 from pmark_impl.cli import models
-from pmark_impl.keys._key_files import save_key
+from pmark_impl.keys import save_key
 
 
 @pytest.fixture

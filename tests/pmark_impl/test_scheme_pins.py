@@ -21,10 +21,9 @@ import numpy as np
 import pytest
 
 from pmark_impl import WatermarkKey, detect, generate, generate_many
-from pmark_impl._simmark import detect_simmark
-from pmark_impl._simmark_calibration import SimMarkCalibration
-from pmark_impl.keys._calibration import KeyCalibration
-from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+from pmark_impl.keys import KeyCalibration
+from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
+from pmark_impl.schemes import SimMarkCalibration, detect_simmark
 from tests.pmark_impl._impl_fakes import FakeEncoder
 
 DIM = 16

@@ -17,9 +17,9 @@ import pytest
 
 from pmark_impl import WatermarkKey, cli, detect, generate
 from pmark_impl.cli import models
-from pmark_impl.evaluate._config import build_runs
-from pmark_impl.generation._provenance import load_provenance, save_provenance
-from pmark_impl.keys._key_files import save_key
+from pmark_impl.evaluate import build_runs
+from pmark_impl.generation import load_provenance, save_provenance
+from pmark_impl.keys import save_key
 from pmark_impl.schemes import _registry, get_scheme
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import FakeEncoder, FakeSampler, universe

@@ -20,9 +20,8 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
 from pmark_impl.cli import models
-from pmark_impl.detection._detect import detect
-from pmark_impl.keys._key_files import load_key
-from pmark_impl.keys._keys import KeyFileError
+from pmark_impl.detection import detect
+from pmark_impl.keys import KeyFileError, load_key
 
 SENTENCES = universe(400)
 

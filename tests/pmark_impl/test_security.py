@@ -22,9 +22,9 @@ from pmark_impl._security import (
     query_texts,
 )
 from pmark_impl._security_chosen import chosen_text_on_text
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
 from pmark_theory._key_recovery import DEFAULT_OUTPUT_LEVEL
 from pmark_theory._validate import PMarkValueError
 
@@ -57,7 +57,7 @@ def _walk(doc, path=()):
 # Human sentences and the cache.
 # --------------------------------------------------------------------------------------------------------------
 def test_human_sentences_are_fixed_deduplicated_and_resplit_exactly(human):
-    from pmark_impl.sampling._segment import split_sentences
+    from pmark_impl.sampling import split_sentences
 
     assert len(human) > 1000 and len(set(human)) == len(human)
     assert human == human_sentences()  # fixed order

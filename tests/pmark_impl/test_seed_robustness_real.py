@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from pmark_impl._seed_robustness import deletion_robustness, plot_deletion_robustness
-from pmark_impl.detection._detect import detect
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import detect
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
 from tests.pmark_impl._impl_fakes import FakeEncoder, FakeSampler, universe
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pmark_impl.sampling._segment import first_sentence_end, normalize_whitespace, split_sentences
+from pmark_impl.sampling import normalize_whitespace, split_sentences
+from pmark_impl.sampling._segment import first_sentence_end
 from pmark_theory._validate import PMarkValueError
 
 # Text drawn from words, terminal marks, other punctuation, several kinds of whitespace and non-ASCII letters.

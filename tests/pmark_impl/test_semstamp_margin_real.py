@@ -15,10 +15,8 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 
 from pmark_impl import cli
 from pmark_impl.cli import models
-from pmark_impl.generation._provenance import load_provenance
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._key_files import save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.generation import generate, load_provenance
+from pmark_impl.keys import WatermarkKey, save_key
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._validate import PMarkValueError
@@ -51,7 +49,7 @@ def _cells(mode, key, emb, lsh_dim=3, n_clusters=8):
 
 @pytest.fixture
 def tiny_sampler(tiny_lm):
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     return LMSentenceSampler(*tiny_lm, SamplingConfig.true_law(3))
 

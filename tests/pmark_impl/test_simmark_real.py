@@ -23,15 +23,16 @@ import pytest
 from scipy import stats
 
 from pmark_impl._corpus import Document
-from pmark_impl._simmark import detect_simmark, simmark_step
-from pmark_impl._simmark_calibration import (
+from pmark_impl.generation import generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.schemes import (
     SimMarkCalibration,
     calibrate_simmark,
+    detect_simmark,
     load_simmark_calibration,
     save_simmark_calibration,
 )
-from pmark_impl.generation._watermark import generate
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.schemes._simmark_rule import simmark_step
 from pmark_theory._validate import PMarkValueError
 
 LOW, HIGH = 0.3, 0.4  # the real-model tests' interval (module docstring)
@@ -225,9 +226,8 @@ def test_step_fallback_and_no_previous_sentence():
 
 
 def test_cli_calibrate_simmark_and_detect(tmp_path, monkeypatch, capsys):
-    from pmark_impl.cli import calibrate_simmark, models
+    from pmark_impl.cli import CLIError, calibrate_simmark, models
     from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments, cmd_detect_simmark
-    from pmark_impl.cli.files import CLIError
     from pmark_impl.cli.options import OneLineArgumentParser
 
     monkeypatch.setattr(models, "load_encoder", lambda name, **kw: _CircleEncoder())
@@ -276,7 +276,7 @@ def test_cli_calibrate_simmark_and_detect(tmp_path, monkeypatch, capsys):
 # --------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def encoder(minilm):
-    from pmark_impl.sampling._encoder import Encoder
+    from pmark_impl.sampling import Encoder
 
     return Encoder(minilm.model, minilm.name, batch_size=8)
 
@@ -285,8 +285,7 @@ def encoder(minilm):
 def rich_sampler():
     from test_power_real import RICH_CORPUS
 
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
 
     model, tokenizer = make_tiny_lm(seed=0, corpus=RICH_CORPUS, end_bias=3.0, eos_bias=-math.inf)
     return LMSentenceSampler(model, tokenizer, SamplingConfig.true_law())
@@ -296,7 +295,7 @@ def _null_texts(sampler, prompts, n_texts, n_sentences, seed):
     """Unwatermarked texts: each sentence one draw from the model given the prompt and the text so far."""
     import torch
 
-    from pmark_impl.generation._watermark import context_for
+    from pmark_impl.sampling import context_for
 
     out = []
     for i in range(n_texts):
@@ -382,19 +381,18 @@ def test_null_pvalues_are_uniform_or_conservative(rich_sampler, encoder):
 def test_argparse_namespace_of_detect_helper_defaults():
     # cmd_detect_simmark reads optional attributes with defaults (the lead's detect parser may lack them).
     ns = argparse.Namespace(simmark_calibration=None, alpha=0.01)
+    from pmark_impl.cli import CLIError
     from pmark_impl.cli.calibrate_simmark import cmd_detect_simmark
-    from pmark_impl.cli.files import CLIError
 
     with pytest.raises(CLIError):
         cmd_detect_simmark(ns, "A. B.", None)
 
 
 def test_cli_detect_follows_a_simmark_provenance_record(tmp_path, monkeypatch, capsys):
-    from pmark_impl.cli import models
+    from pmark_impl.cli import CLIError, models
     from pmark_impl.cli.calibrate_simmark import run_detect_simmark
-    from pmark_impl.cli.files import CLIError
     from pmark_impl.cli.scheme_options import cli_settings
-    from pmark_impl.generation._provenance import provenance_path, save_provenance
+    from pmark_impl.generation import provenance_path, save_provenance
     from pmark_impl.schemes import get_scheme
 
     monkeypatch.setattr(models, "load_encoder", lambda name, **kw: _CircleEncoder())

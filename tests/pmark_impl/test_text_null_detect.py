@@ -17,12 +17,11 @@ from scipy import stats
 
 from pmark_impl import detect, detect_many
 from pmark_impl._corpus import Document, split_documents
-from pmark_impl.detection._text_null_fit import fit_text_null, measure_text_null, text_windows
-from pmark_impl.keys._calibrate import calibrate_key
-from pmark_impl.keys._key_files import load_key, save_key
-from pmark_impl.keys._keys import WatermarkKey
+from pmark_impl.detection import fit_text_null, measure_text_null
+from pmark_impl.detection._text_null_fit import text_windows
+from pmark_impl.keys import WatermarkKey, load_key, save_key
 from pmark_impl.keys._text_nulls import text_null_from_json
-from pmark_impl.schemes import get_scheme
+from pmark_impl.schemes import calibrate_key, get_scheme
 from pmark_theory._validate import PMarkValueError
 
 DIM = 16

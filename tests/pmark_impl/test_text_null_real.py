@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from pmark_impl._corpus import builtin_documents
-from pmark_impl.detection._text_null_fit import LookupEncoder, fit_text_null, measure_text_null
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._context import embed
+from pmark_impl.detection import LookupEncoder, fit_text_null, measure_text_null
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import embed
 from pmark_impl.schemes import get_scheme
 
 pytestmark = pytest.mark.slow

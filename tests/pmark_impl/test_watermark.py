@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from _impl_fakes import FakeEncoder, FakeSampler, ScriptedSampler, universe
 
-from pmark_impl.generation._watermark import MODES, GenerationResult, StepInfo, context_for, generate
-from pmark_impl.keys._keys import WatermarkKey
-from pmark_impl.sampling._segment import split_sentences
+from pmark_impl.generation import MODES, GenerationResult, StepInfo, generate
+from pmark_impl.keys import WatermarkKey
+from pmark_impl.sampling import context_for, split_sentences
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._offline import offline_factor
 from pmark_theory._rules import online_select, signs
@@ -279,13 +279,13 @@ def test_misaligned_text_is_reported(world):
 @pytest.fixture(scope="module")
 def never_ending_lm():
     """The tiny LM without ``<eos>`` and with rare marks: most candidates are cut at a cap of 3 tokens."""
-    from pmark_impl.sampling._tiny import make_tiny_lm
+    from pmark_impl.sampling import make_tiny_lm
 
     return make_tiny_lm(seed=2, end_bias=-1.5, eos_bias=-np.inf)
 
 
 def _capped_generation(lm, seed: int, mode: str):
-    from pmark_impl.sampling._sampler import LMSentenceSampler, SamplingConfig
+    from pmark_impl.sampling import LMSentenceSampler, SamplingConfig
 
     sampler = LMSentenceSampler(*lm, SamplingConfig.true_law(3))
     key = _key(seed % 5, dim=16, channels=2)

@@ -2,7 +2,7 @@
 
 * ``simmark_output_law`` against an independent oracle: enumeration of every tuple of candidates over all
   batches (exact to 1e-12), and against a Monte Carlo of the REAL generation step
-  (:func:`pmark_impl._simmark.simmark_step` with a fake sampler and encoder): chi-square p > 1e-3 at a fixed
+  (:func:`pmark_impl.schemes._simmark_rule.simmark_step` with a fake sampler and encoder): chi-square p > 1e-3 at a fixed
   seed (false-alarm rate 1e-3). Negative controls: the same chi-square must reject two mutated laws (no
   fallback term; fallback drawn from ``P_M`` instead of ``P_M(· | Gᶜ)``).
 * ``simmark_pvalue``: under the iid-Bernoulli null with ``γ`` estimated from ``m`` calibration pairs, the
@@ -128,7 +128,7 @@ COSINES = np.array([0.1, 0.72, 0.9, 0.70])
 
 def _mc_real_step(n, trials, reps, seed):
     jax = pytest.importorskip("jax")
-    from pmark_impl._simmark import simmark_step
+    from pmark_impl.schemes._simmark_rule import simmark_step
 
     sampler, enc, prev = _Sampler(), _Encoder(), np.array([1.0, 0.0])
     counts = np.zeros(4, int)

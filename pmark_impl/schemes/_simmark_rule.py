@@ -27,7 +27,7 @@ Where this differs from the reference, and why:
   sentence of a human text); here it is the prompt's last sentence — the same for a one-sentence prompt, and
   what detection sees as the sentence before the continuation.
 * The reference embeds with instructor-large, an instruction prefix and a leading space before non-first
-  sentences; here the encoder is any :class:`pmark_impl.generation._types.SentenceEncoder`, on whitespace-normalised
+  sentences; here the encoder is any :class:`pmark_impl.sampling.SentenceEncoder`, on whitespace-normalised
   sentences, the same in generation and detection.
 * The reference sets ``γ`` from a 1000-bin histogram of human pairs and tests with
   ``z = (S_soft − γ n)/sqrt(n γ(1−γ))`` against fixed thresholds; here ``γ`` is the plain fraction of human
@@ -46,11 +46,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pmark_impl._api_checks import check_candidates, check_encoder, check_str, split_text
-from pmark_impl._simmark_calibration import SimMarkCalibration, pair_cosines
-from pmark_impl.generation._types import SentenceEncoder, SentenceSampler
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import (
+    SentenceEncoder,
+    SentenceSampler,
+    check_candidates,
+    check_encoder,
+    check_str,
+    embed,
+    split_text,
+)
 from pmark_impl.schemes._base import StepOutput
+from pmark_impl.schemes._simmark_calibration import SimMarkCalibration, pair_cosines
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
 from pmark_theory._rules import select_from_mask
 from pmark_theory._simmark import (
@@ -207,7 +213,7 @@ def detect_simmark(
     Args:
       text_or_sentences: the text (split with ``splitter``) or its sentences.
       encoder: must be the calibration's encoder (same ``name``).
-      calibration: a :class:`pmark_impl._simmark_calibration.SimMarkCalibration` (``γ`` counts, ``G``).
+      calibration: a :class:`pmark_impl.schemes._simmark_calibration.SimMarkCalibration` (``γ`` counts, ``G``).
       prompt: the generation's prompt: its last sentence is the previous sentence of sentence 0 (one more
         pair). ``None``: pairs within the text only.
       alpha: level in ``(0, 1)``; the conservative p-value is ``> δ``, so only ``alpha > δ`` can reject.
@@ -222,8 +228,7 @@ def detect_simmark(
       PMarkValueError: an encoder other than the calibration's, a bad ``alpha``, an argument of the wrong type,
         a text over the size budget of :func:`pmark_impl.detect`.
     """
-    from pmark_impl._api_checks import check_callable, check_text
-    from pmark_impl.detection._detect_work import split_within_budget
+    from pmark_impl.sampling import check_callable, check_text, split_within_budget
 
     alpha = check_unit_interval("alpha", alpha, open_left=True, open_right=True)
     if not isinstance(calibration, SimMarkCalibration):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl._corpus import Document, corpus_fingerprint
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import embed
 from pmark_theory._eval_stats import clopper_pearson
 from pmark_theory._files import decode_text, read_bounded, write_atomic
 from pmark_theory._json import JSONFormatError, loads_strict
@@ -215,14 +215,8 @@ def _open_unit(name: str, v: float) -> float:
     return v
 
 
-def load_simmark_calibration(path: str | os.PathLike[str]) -> SimMarkCalibration:
-    """Read a file written by :func:`save_simmark_calibration` (at most 1 MiB, regular files only).
-
-    Raises:
-      SimMarkCalibrationError: missing, unreadable, too large, not UTF-8 JSON, another format or version,
-        missing / unknown fields, values out of range or inconsistent (``gamma_hat != valid_pairs/n_pairs``).
-    """
-    name = os.fspath(path)
+def _read_document(path: str | os.PathLike[str], name: str) -> dict[str, Any]:
+    """The file's JSON object, of this format and version, with exactly the known fields."""
     raw, _ = read_bounded(path, limit=_LIMIT, what="SimMark calibration file", error=SimMarkCalibrationError)
     text = decode_text(raw, name, what="SimMark calibration file", error=SimMarkCalibrationError)
     try:  # strict: a repeated member or NaN/Infinity is refused, never resolved silently
@@ -250,6 +244,18 @@ def load_simmark_calibration(path: str | os.PathLike[str]) -> SimMarkCalibration
         raise SimMarkCalibrationError(
             f"SimMark calibration file {name}: unknown field(s) {unknown[:5]}, missing field(s) {missing}"
         )
+    return doc
+
+
+def load_simmark_calibration(path: str | os.PathLike[str]) -> SimMarkCalibration:
+    """Read a file written by :func:`save_simmark_calibration` (at most 1 MiB, regular files only).
+
+    Raises:
+      SimMarkCalibrationError: missing, unreadable, too large, not UTF-8 JSON, another format or version,
+        missing / unknown fields, values out of range or inconsistent (``gamma_hat != valid_pairs/n_pairs``).
+    """
+    name = os.fspath(path)
+    doc = _read_document(path, name)
 
     def num(field: str, lo: float, hi: float) -> float:
         v = doc[field]

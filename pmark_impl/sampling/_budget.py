@@ -1,4 +1,4 @@
-"""The slow part of detection, bounded and reported: the size budget, batched encoding, online medians.
+"""The size budget of a text and batched encoding with progress: what every detector needs before its statistic.
 
 **Size budget.** A text is refused BEFORE any encoding when it holds more than :data:`MAX_TEXT_CHARS` characters
 (checked before splitting) or more than :data:`MAX_TEXT_SENTENCES` sentences (after splitting, which is fast).
@@ -10,23 +10,20 @@ longer text into parts within the budget and detect each (``detect_many``), one 
 
 * offline, SemStamp and k-SemStamp: after each encoder batch of at most :data:`ENCODE_BATCH` sentences (a text
   of up to that many sentences is embedded in one call, as before);
-* online: after each position's ``N`` resampled candidates (``k = 1``); the texts' own sentences are embedded
-  without a report (one fast batch next to ``T · N`` sampled candidates).
+* online: after each position's ``N`` resampled candidates (``k = 1``, :func:`pmark_impl.schemes._pmark.online_medians`);
+  the texts' own sentences are embedded without a report (one fast batch next to ``T · N`` sampled candidates).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from pmark_impl._api_checks import check_candidates, split_text
 from pmark_impl._limits import MAX_CANDIDATES, MAX_SENTENCES
-from pmark_impl.sampling._context import context_for, embed, sampler_device, torch_generator
-from pmark_theory._centring import centred_proxies, context_centres
-from pmark_theory._hd import hd_median
+from pmark_impl.sampling._checks import split_text
+from pmark_impl.sampling._context import embed
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
@@ -35,7 +32,6 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "MAX_TEXT_SENTENCES",
     "embed_reporting",
-    "online_medians",
     "split_within_budget",
 ]
 
@@ -53,7 +49,7 @@ ENCODE_BATCH = 512
 def _budget_error(name: str, what: str, size: int, limit: int, constant: str) -> PMarkValueError:
     return PMarkValueError(
         f"{name} has {size:,} {what}; detection accepts at most {limit:,} {what} per text "
-        f"(pmark_impl.detection._detect_work.{constant}): split it into parts within that size and detect each part "
+        f"(pmark_impl.sampling.{constant}): split it into parts within that size and detect each part "
         "(pmark_impl.detect_many; each part gets its own p-value)"
     )
 
@@ -64,13 +60,13 @@ def split_within_budget(
     """Each text's non-empty, stripped sentences, refusing a text over the size budget before any encoding.
 
     Args:
-      texts: checked texts (:func:`pmark_impl._api_checks.check_text`): a ``str`` or a list of ``str``.
+      texts: checked texts (:func:`pmark_impl.sampling._checks.check_text`): a ``str`` or a list of ``str``.
       names: each text's name in messages (``"text"``, ``"texts[3]"``).
       splitter: sentence splitter for ``str`` texts (default :func:`pmark_impl.sampling._segment.split_sentences`).
 
     Raises:
       PMarkValueError: a text over :data:`MAX_TEXT_CHARS` characters or :data:`MAX_TEXT_SENTENCES` sentences,
-        and the splitter checks of :func:`pmark_impl._api_checks.split_text`.
+        and the splitter checks of :func:`pmark_impl.sampling._checks.split_text`.
     """
     out = []
     for text, name in zip(texts, names, strict=True):
@@ -100,28 +96,3 @@ def embed_reporting(
         parts.append(embed(encoder, batch, dim))
         progress(len(batch))
     return np.concatenate(parts)
-
-
-def _detect_seed(seed: int, t: int) -> int:
-    """Seed of the online resampling at position ``t``: from the user seed only (never the key, E13)."""
-    return int.from_bytes(hashlib.sha256(f"pmark-detect/{seed}/{t}".encode()).digest()[:8], "big") >> 1
-
-
-def online_medians(sampler, encoder, prompt, sentences, v, n, seed, progress, key, emb) -> np.ndarray:
-    """HD medians ``[T, b]`` of the proxies of ``n`` fresh candidates per position (paper Alg. online detection).
-
-    The candidates of position ``t`` are centred like generation centred them (``c_t`` from ``emb[:t]``, K1);
-    ``progress(1)`` after each position.
-    """
-    med = np.empty((len(sentences), v.shape[0]))
-    centres = np.asarray(context_centres(key.centring, emb, key.centre)) if key.centring != "none" else None
-    device = sampler_device(sampler)  # the generator lives on the model's device
-    for t in range(len(sentences)):
-        gen = torch_generator(_detect_seed(seed, t), device)
-        cands = check_candidates(sampler.sample(context_for(prompt, sentences[:t]), n, gen), n)
-        cand_emb = embed(encoder, [c.text for c in cands], v.shape[1])
-        proxies = cand_emb @ v.T if centres is None else np.asarray(centred_proxies(v, cand_emb, centres[t]))
-        med[t] = hd_median(proxies, axis=0)
-        if progress is not None:
-            progress(1)
-    return med

@@ -26,20 +26,20 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from pmark_impl._api_checks import check_callable, check_encoder
 from pmark_impl._corpus import Document, corpus_fingerprint, held_out_texts, split_documents
-from pmark_impl.detection._detect_stats import per_key_soft_statistics
-from pmark_impl.keys._calibration import (
+from pmark_impl.keys import (
     DEFAULT_CENTRING,
     DEFAULT_CONFIDENCE,
     DEFAULT_TEXT_SENTENCES,
     KeyCalibration,
+    WatermarkKey,
     band_sign_counts,
     centred_text_proxies,
+    check_key,
     sign_counts,
 )
-from pmark_impl.keys._keys import WatermarkKey, check_key
-from pmark_impl.sampling._context import embed
+from pmark_impl.sampling import check_callable, check_encoder, embed
+from pmark_impl.schemes._pmark_stats import per_key_soft_statistics
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
     hard_count_pvalue,

@@ -3,7 +3,7 @@
 :func:`resolve_test` turns the user's ``test`` into the one a detection runs (``pmark detect`` calls it before any
 model loads, so that an impossible choice is refused early); :func:`per_key_statistics` computes the per-key hard
 p-values of a calibrated key (:mod:`pmark_theory._per_key_test`). The per-key soft p-values are in
-:mod:`pmark_impl.detection._detect_stats`.
+:mod:`pmark_impl.schemes._pmark_stats`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.keys._calibration import DEFAULT_CONFIDENCE
+from pmark_impl.keys import DEFAULT_CONFIDENCE
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["PMARK_TESTS", "per_key_statistics", "resolve_test", "scheme_test"]

@@ -12,10 +12,10 @@ import jax
 import numpy as np
 from scipy import special
 
-from pmark_impl.detection._detect_result import DetectionResult, pmark_evidence, verdict
-from pmark_impl.detection._detect_tests import per_key_statistics
-from pmark_impl.detection._seed_detect import resample_statistics
-from pmark_impl.keys._calibration import DEFAULT_CONFIDENCE
+from pmark_impl.keys import DEFAULT_CONFIDENCE
+from pmark_impl.schemes._decision import DetectionResult, pmark_evidence, verdict
+from pmark_impl.schemes._pmark_resample import resample_statistics
+from pmark_impl.schemes._pmark_tests import per_key_statistics
 from pmark_theory._counts import hard_counts, nonmatch_values, soft_counts
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
@@ -158,6 +158,28 @@ def _evidence(f: Any, m: Any, bits: Any, delta: float, smooth: float) -> tuple[A
     )
 
 
+def _text_settings(base, mode, t_len, n_candidates, seed, delta, K, centring) -> dict[str, Any]:
+    """The settings one text's result reports: ``base``, the median rule (and online's ``N`` and seed), δ, K."""
+    settings = dict(base)
+    if mode == "online" and t_len:
+        settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
+    else:
+        settings["median_rule"] = "0"
+    settings.update(delta=delta, K=K, centring=centring)
+    return settings
+
+
+def _add_tests(stats_: dict[str, Any], i: int, key: Any, mode: str, blocks) -> None:
+    """Text ``i``'s blocks of the tests computed for all texts, and the notes of the soft and hard tests."""
+    if stats_["soft"]["p_value"] is not None:
+        stats_["soft"]["note"] = soft_note(key, mode)
+    for name, block in blocks:
+        if block is not None:
+            stats_[name] = {**block[1], "p_value": float(block[0][i])}
+    if key.seeding != "position":
+        stats_["hard"]["note"] = "not exact with context seeds (Z3): decide by the resample p-value"
+
+
 def pmark_results(
     key,
     split,
@@ -211,12 +233,7 @@ def pmark_results(
     out = []
     for i, (sentences, lo, hi) in enumerate(zip(split, bounds[:-1], bounds[1:], strict=True)):
         t_len = len(sentences)
-        settings = dict(base)
-        if mode == "online" and t_len:
-            settings.update(n_candidates=n_candidates, seed=seed, median_rule="harrell-davis")
-        else:
-            settings["median_rule"] = "0"
-        settings.update(delta=delta, K=K, centring=key.centring)
+        settings = _text_settings(base, mode, t_len, n_candidates, seed, delta, K, key.centring)
         stats_ = _pmark_statistics(
             int(n_green[i]),
             int(n_bits[i]),
@@ -226,13 +243,9 @@ def pmark_results(
             a[lo:hi],
             soft_resolution,
         )
-        if stats_["soft"]["p_value"] is not None:
-            stats_["soft"]["note"] = soft_note(key, mode)
-        for name, block in (("per_key", p_key), ("resample", p_res), ("soft_per_key", p_soft_key)):
-            if block is not None:
-                stats_[name] = {**block[1], "p_value": float(block[0][i])}
-        if key.seeding != "position":
-            stats_["hard"]["note"] = "not exact with context seeds (Z3): decide by the resample p-value"
+        _add_tests(
+            stats_, i, key, mode, (("per_key", p_key), ("resample", p_res), ("soft_per_key", p_soft_key))
+        )
         evidence = pmark_evidence(
             sentences, f[lo:hi], m[lo:hi], bits[lo:hi], hard[lo:hi], soft[lo:hi], a[lo:hi]
         )
