@@ -38,7 +38,7 @@ _LAZY = {
     "save_provenance": "pmark_impl.generation",
     "get_attack": "pmark_impl.attacks",
     "attack_plugins": "pmark_impl.attacks",
-    "plugin": "pmark_theory._plugins",
+    "plugin": "pmark_theory.infra.plugins",
     "list_attacks": "pmark_impl.attacks",
     "attack_similarity": "pmark_impl.attacks",
     "evidence_flips": "pmark_impl.attacks",

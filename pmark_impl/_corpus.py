@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pmark_impl.sampling import TERMINAL_MARKS, split_sentences
-from pmark_theory._files import UserFileError, decode_text, read_bounded
-from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
+from pmark_theory.infra.files import UserFileError, decode_text, read_bounded
+from pmark_theory.infra.json import JSONFormatError, loads_strict
 
 __all__ = [
     "CORPUS_LIMIT_BYTES",
@@ -296,7 +296,7 @@ def read_corpus(
 
     A ``.jsonl`` file (by its suffix, any case) holds one JSON object per line, the document's text in ``field``
     (default ``"text"``); blank lines are skipped. Any other file is plain text whose documents are separated by
-    one or more blank lines. The file is read with the bounded reader of ``pmark_theory._files`` (regular files
+    one or more blank lines. The file is read with the bounded reader of ``pmark_theory.infra.files`` (regular files
     only, at most :data:`CORPUS_LIMIT_BYTES`, strict UTF-8). Sentences are filtered and deduplicated as the
     module docstring says. A document's id is ``"sha256:<16 hex digits of its text>"``, so
     :func:`split_documents` puts it on the same side wherever it sits in the file.

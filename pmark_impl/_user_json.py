@@ -1,6 +1,6 @@
 """Reading a user-editable JSON file: strict JSON, with the toolkit's one-line ``is corrupt (…)`` messages.
 
-:func:`pmark_theory._json.loads_strict` refuses a repeated member name (two ``"secret"`` fields would otherwise
+:func:`pmark_theory.infra.json.loads_strict` refuses a repeated member name (two ``"secret"`` fields would otherwise
 load as the last one) and ``NaN``/``Infinity``; :func:`parse_user_json` runs it and raises the caller's error
 class, keeping the messages key files and provenance records have always given: ``… is corrupt (invalid JSON
 at line L, column C: …)``, ``… is corrupt (NaN is not a valid JSON number)``, ``… is corrupt (JSON nested too
@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from pmark_theory._json import JSONFormatError, loads_strict
+from pmark_theory.infra.json import JSONFormatError, loads_strict
 
 __all__ = ["parse_user_json"]
 

@@ -97,7 +97,6 @@ from pmark_theory._per_key_test import (
     poisson_binomial_pmf,
     poisson_binomial_sf,
 )
-from pmark_theory._plugins import PluginError, plugin
 from pmark_theory._rules import (
     NEGATIVE_CONTROL_RULES,
     RULES,
@@ -144,5 +143,6 @@ from pmark_theory._simmark import SimMarkPValues, simmark_output_law, simmark_pv
 from pmark_theory._snr import hard_count_power, snr_bounds, snr_moments
 from pmark_theory._soft_tail import EXACT_ENUMERATION_MAX_BITS
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.plugins import PluginError, plugin
 
 __version__ = "0.1.0"

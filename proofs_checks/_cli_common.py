@@ -3,7 +3,7 @@
 * :class:`OneLineArgumentParser`: a bad value ends as ONE line ``PROG: error: MESSAGE`` on stderr and exit
   status 2, not argparse's usage block.
 * :func:`finite_float`: an argparse ``type=`` that refuses ``nan``, ``inf`` and values out of range.
-* :class:`OutputLock` (from :mod:`pmark_theory._lock`): an exclusive, non-blocking ``fcntl.flock`` on
+* :class:`OutputLock` (from :mod:`pmark_theory.infra.lock`): an exclusive, non-blocking ``fcntl.flock`` on
   ``<out>/.lock`` so two runs never write one report directory at once.
 """
 
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from pmark_theory._lock import LOCK_NAME, OutputInUseError, OutputLock  # re-exported
+from pmark_theory.infra.lock import LOCK_NAME, OutputInUseError, OutputLock  # re-exported
 
 __all__ = [
     "EXIT_INTERRUPTED",

@@ -5,9 +5,9 @@ A file is written to a temporary sibling (``.NAME.*.tmp``) and renamed over ``NA
 Ctrl-C that arrives during the write is held back until the rename is done (then raised as usual), so an
 interrupted run leaves either the old file or the new one, never a part.
 
-A report folder of ``pmark check`` is a :class:`pmark_theory._owned.OwnedFolder` of kind :data:`REPORT_KIND`
+A report folder of ``pmark check`` is a :class:`pmark_theory.infra.owned.OwnedFolder` of kind :data:`REPORT_KIND`
 (:func:`report_folder`): every file is written through :func:`write_owned` (listed in the folder's manifest
-first), ``--force`` deletes only listed files and :meth:`~pmark_theory._owned.OwnedFolder.remove_debris` only the
+first), ``--force`` deletes only listed files and :meth:`~pmark_theory.infra.owned.OwnedFolder.remove_debris` only the
 temporaries of listed files that a killed process (``SIGKILL``) may leave.
 
 Reports of the previous version (no ``.pmark-folder.json``, only the run-state file :data:`STATE_FILE`) are
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import LegacyLayout, OwnedFolder, claim_folder
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import LegacyLayout, OwnedFolder, claim_folder
 from proofs_checks._cli_common import LOCK_NAME
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
     "write_text_atomic",
 ]
 
-#: The kind of a ``pmark check`` report folder (see :mod:`pmark_theory._owned`).
+#: The kind of a ``pmark check`` report folder (see :mod:`pmark_theory.infra.owned`).
 REPORT_KIND = "pmark check report"
 #: The run-state file of a report (``complete``, seed, budget); the only marker of the previous version.
 STATE_FILE = ".pmark-report.json"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pmark_theory._owned import OwnedFolder
+from pmark_theory.infra.owned import OwnedFolder
 from proofs_checks._io import json_bytes, report_folder, write_owned
 from proofs_checks._registry import Check, registry
 

@@ -18,8 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import OwnedFolder
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import OwnedFolder
 from proofs_checks._io import json_bytes, report_folder, to_jsonable, write_owned
 from proofs_checks._registry import Budget, Check, check_key
 

@@ -5,7 +5,7 @@ Exit codes: 0 every check reached its expected verdict and every negative contro
 run is writing (``<out>/.lock`` is held with ``flock``); 130 interrupted (Ctrl-C): results computed so far
 stay cached in ``<out>/cache`` and a rerun resumes from them.
 
-The output directory is a folder the toolkit owns (:mod:`pmark_theory._owned`, kind
+The output directory is a folder the toolkit owns (:mod:`pmark_theory.infra.owned`, kind
 :data:`~proofs_checks._io.REPORT_KIND`): a new or empty directory, or a report written by ``pmark check``. A
 non-empty directory that is not one is refused before anything is written, with or without ``--force``.
 ``--force`` replaces a complete report: it deletes only the files the earlier run listed in the folder's manifest
@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import FolderError, OwnedFolder, probe_folder
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import FolderError, OwnedFolder, probe_folder
 from proofs_checks._cli_common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,

@@ -280,9 +280,9 @@ def private_toolkit_imports(source: str) -> list[str]:
 def test_examples_import_only_public_names():
     """Issue 37: an example is what a user copies; it imports the toolkit's public faces only."""
     assert private_toolkit_imports(
-        "from pmark_theory._plugins import plugin\nimport pmark_impl.keys._keys\n"
+        "from pmark_theory._validate import check_size\nimport pmark_impl.keys._keys\n"
     ) == [
-        "1: pmark_theory._plugins",
+        "1: pmark_theory._validate",
         "2: pmark_impl.keys._keys",
     ]  # the negative control: the scanner sees both spellings
     assert (

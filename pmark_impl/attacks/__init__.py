@@ -41,7 +41,7 @@ from pmark_impl.attacks._sentence import (
     sentence_swap,
 )
 from pmark_impl.attacks._word import STOP_WORDS, substitutable_mask, word_delete, word_substitute
-from pmark_theory._plugins import plugin
+from pmark_theory.infra.plugins import plugin
 
 __all__ = [
     "DOCUMENT_TEMPLATE",

@@ -1,7 +1,7 @@
 """Attack parameters: read from the command line (strict JSON), each name once, each type checked at bind time.
 
 ``pmark attack --param NAME=VALUE`` and ``pmark evaluate --attack NAME:param=v1,v2;other=w`` read each value as
-JSON where it parses (with :func:`pmark_theory._json.loads_strict`: no duplicate member names, no ``NaN`` /
+JSON where it parses (with :func:`pmark_theory.infra.json.loads_strict`: no duplicate member names, no ``NaN`` /
 ``Infinity``), else as the plain string. A parameter given twice, or a value listed twice in a sweep, is an error
 (issue 24: ``rate=0.1;rate=0.2`` kept only 0.2, ``rate=0.1,0.1`` ran twice). The checkers below are used by the
 built-in attacks' factories so that every parameter is refused with a :class:`PMarkValueError` naming it and the
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pmark_theory._json import loads_strict
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.json import loads_strict
 
 __all__ = [
     "check_bool",

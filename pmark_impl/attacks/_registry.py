@@ -6,7 +6,7 @@ with their parameters; :func:`get_attack` binds parameters and returns an :class
 its input and output and turns every failure into a :class:`~pmark_theory._validate.PMarkValueError` whose
 message names the attack. Every parameter is checked when it is bound, before any work.
 
-A user attack is a *plug-in* (:mod:`pmark_theory._plugins`): ``function(text, rng, **params) -> str`` registered
+A user attack is a *plug-in* (:mod:`pmark_theory.infra.plugins`): ``function(text, rng, **params) -> str`` registered
 with ``@plugin("attack")`` and named ``"module:function"``, or declared as an entry point in the group
 ``pmark.attacks`` and named by its entry-point name. Anything else named ``"module:function"`` is refused
 before it is called (issue 24: ``shutil:rmtree`` deleted a folder).
@@ -29,8 +29,8 @@ import numpy as np
 
 from pmark_impl.attacks._params import show
 from pmark_impl.attacks._table import REGISTRY, AttackFn, AttackSpec, check_rate, register_attack
-from pmark_theory._plugins import load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.plugins import load_plugin, plugin_entry_points
 
 __all__ = [
     "Attack",

@@ -29,7 +29,7 @@ __all__ = [
 
 #: The keyword options of :func:`~pmark_impl.audit.audit` besides its named arguments.
 AUDIT_OPTIONS = ("timeout", "n_candidates", "channels", "calibrated", "settings")
-#: The ownership kind of an audit folder (:mod:`pmark_theory._owned`) and its lock file's name.
+#: The ownership kind of an audit folder (:mod:`pmark_theory.infra.owned`) and its lock file's name.
 REPORT_KIND = "pmark audit report"
 LOCK_NAME = ".lock"
 #: Most documents of a human corpus handed to the audit; longest target spec (characters); most scheme settings.
@@ -162,7 +162,7 @@ def check_documents(documents: Any, config: Any) -> None:
 
 def check_folder(folder: Any) -> None:
     """``folder`` is an owned audit folder or a path that could be one (read-only probe: nothing is written)."""
-    from pmark_theory._owned import OwnedFolder, probe_folder
+    from pmark_theory.infra.owned import OwnedFolder, probe_folder
 
     if isinstance(folder, OwnedFolder):
         if folder.kind != REPORT_KIND:

@@ -223,7 +223,7 @@ def audit_in_process(
 ) -> AuditReport:
     """:func:`audit`'s work in this process, arguments already checked (``pmark audit`` calls it in its child).
 
-    ``folder`` is an :class:`~pmark_theory._owned.OwnedFolder` (the caller holds its lock) or a path, claimed under
+    ``folder`` is an :class:`~pmark_theory.infra.owned.OwnedFolder` (the caller holds its lock) or a path, claimed under
     its lock once the target has loaded (a target that cannot load leaves no folder behind).
     """
     if not isinstance(target, Target):
@@ -231,8 +231,8 @@ def audit_in_process(
     if folder is None or hasattr(folder, "owns"):
         return _run_parts(target, env, config, documents, folder, progress)
     from pmark_impl.audit._checks import LOCK_NAME, REPORT_KIND
-    from pmark_theory._lock import OutputInUseError, OutputLock
-    from pmark_theory._owned import claim_folder
+    from pmark_theory.infra.lock import OutputInUseError, OutputLock
+    from pmark_theory.infra.owned import claim_folder
 
     lock = OutputLock(folder)
     try:
@@ -296,7 +296,7 @@ def target_name(target: Any) -> str:
 def check_target_spec(target: Any) -> None:
     """A scheme name or ``module:attribute``, a scheme, a target, a registered factory or an object with generate."""
     from pmark_impl.schemes import Scheme
-    from pmark_theory._plugins import how_to_register, is_plugin
+    from pmark_theory.infra.plugins import how_to_register, is_plugin
 
     if isinstance(target, str):
         if not target.strip() or len(target) > MAX_SPEC_CHARS or any(c in target for c in "\r\n\0"):

@@ -243,7 +243,7 @@ def load_target(spec: Any, env: Any, *, timeout: float = DEFAULT_TIMEOUT, **sche
     from pmark_impl.audit._checks import check_env, check_options
     from pmark_impl.audit._scheme_target import scheme_target
     from pmark_impl.schemes import Scheme
-    from pmark_theory._plugins import is_plugin
+    from pmark_theory.infra.plugins import is_plugin
 
     if isinstance(spec, Target):
         return spec
@@ -273,7 +273,7 @@ def resolve_target(spec: Any) -> tuple[str, Any]:
       TargetError: an empty or non-string spec, an unregistered or missing plug-in, an unknown scheme.
     """
     from pmark_impl.schemes import get_scheme
-    from pmark_theory._plugins import PluginError, load_plugin, plugin_entry_points
+    from pmark_theory.infra.plugins import PluginError, load_plugin, plugin_entry_points
 
     if not isinstance(spec, str) or not spec:
         raise TargetError(f"audit target must be a scheme name or module:attribute, got {_short(spec)}")

@@ -26,11 +26,11 @@ failed (named, with the call and its message); 1 an unexpected internal error; 1
 error is ONE line on stderr (``pmark: error: …`` or ``pmark <cmd>: error: …``), never a traceback — unless
 ``PMARK_DEBUG=1`` is set, which re-raises unexpected exceptions and a plug-in's fault.
 
-User files are read through :mod:`pmark_theory._files`: at most a fixed number of bytes, regular files only;
+User files are read through :mod:`pmark_theory.infra.files`: at most a fixed number of bytes, regular files only;
 outputs are written atomically (keys with mode 0600).
 
 Before any model loads and before any generation, calibration or write, every command checks ALL of its paths
-at once (:func:`pmark_impl.cli.files.check_paths`, rules in :mod:`pmark_theory._paths`): an output that is the
+at once (:func:`pmark_impl.cli.files.check_paths`, rules in :mod:`pmark_theory.infra.paths`): an output that is the
 same file as an input (key, text, prompt file, corpus) or as another output (``--out X --provenance X``) —
 by resolved path or by inode, so symbolic and hard links count — is refused even with ``--force``; an output
 ending with a path separator or naming a directory is refused (a trailing slash means a directory); an output
@@ -190,8 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except (ValueError, OSError) as exc:  # KeyFileError, PMarkValueError, UserFileError, …
         from pmark_impl.keys import KeyFileError
-        from pmark_theory._plugins import PluginFault
         from pmark_theory._validate import PMarkValueError
+        from pmark_theory.infra.plugins import PluginFault
 
         if isinstance(exc, PluginFault):  # a plug-in's fault, named (issue 36): its traceback is its author's
             if models.debug():

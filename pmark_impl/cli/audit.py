@@ -173,7 +173,7 @@ def _env(args: argparse.Namespace) -> Any:
 
 
 def _complete(out: Path) -> bool:
-    from pmark_theory._json import loads_strict
+    from pmark_theory.infra.json import loads_strict
 
     try:
         doc = loads_strict((out / "results.json").read_bytes(), "results.json")
@@ -186,7 +186,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; see the module docstring for the exit status."""
     from pmark_impl.audit import check_config, check_documents, isolated, parent_threads, warm_corpus
     from pmark_impl.cli.scheme_options import parse_set
-    from pmark_theory._owned import FolderError, probe_folder
+    from pmark_theory.infra.owned import FolderError, probe_folder
 
     config = check_config(_config(args))
     out: Path = args.out
@@ -255,8 +255,8 @@ def _audit_child(
 ) -> Any:
     """In the child: load the target, claim the folder, run the parts, write the report; answer its digest."""
     from pmark_impl.audit import audit_in_process, json_bytes, load_target, write_audit
-    from pmark_theory._lock import OutputInUseError, OutputLock
-    from pmark_theory._owned import claim_folder
+    from pmark_theory.infra.lock import OutputInUseError, OutputLock
+    from pmark_theory.infra.owned import claim_folder
 
     try:
         target = load_target(args.target, env, timeout=args.timeout, **options)
@@ -289,7 +289,7 @@ def _audit_child(
 def _read_back(out: Path, answer: Any, target: str) -> dict[str, Any]:
     """The report the child wrote, read back and checked against its answer (digest, verdict, ``report.md``)."""
     from pmark_impl.audit import TargetError
-    from pmark_theory._json import loads_strict
+    from pmark_theory.infra.json import loads_strict
 
     try:
         data = (out / "results.json").read_bytes()

@@ -46,13 +46,13 @@ __all__ = ["add_parser", "cmd_calibrate", "format_report"]
 #: The files ``--report DIR`` holds, in the order they are written.
 _REPORT_FILES = ("report.json", "report.md", "calibration.png")
 _REPORT_ROLES = ("file", "page", "figure")
-#: The ownership kind of a ``--report`` folder (:mod:`pmark_theory._owned`).
+#: The ownership kind of a ``--report`` folder (:mod:`pmark_theory.infra.owned`).
 REPORT_KIND = "pmark calibration report"
 
 
 def _old_report(data: bytes) -> bool:
     """Does ``report.json`` hold what an earlier ``pmark calibrate --report`` wrote (its ``before``/``after``)?"""
-    from pmark_theory._json import loads_strict
+    from pmark_theory.infra.json import loads_strict
 
     try:
         doc = loads_strict(data)
@@ -62,7 +62,7 @@ def _old_report(data: bytes) -> bool:
 
 
 def _legacy_report() -> Any:
-    from pmark_theory._owned import LegacyLayout
+    from pmark_theory.infra.owned import LegacyLayout
 
     return LegacyLayout(
         sentinel="report.json",
@@ -277,8 +277,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from pmark_impl.keys import load_key, save_key
     from pmark_impl.sampling import embed
     from pmark_impl.schemes import fpr_verdict
-    from pmark_theory._lock import LOCK_NAME, OutputLock
-    from pmark_theory._owned import claim_folder, probe_folder
+    from pmark_theory.infra.lock import LOCK_NAME, OutputLock
+    from pmark_theory.infra.owned import claim_folder, probe_folder
 
     scheme, given = check_scheme_calibration(args)
     report_dir = Path(args.report) if args.report else None

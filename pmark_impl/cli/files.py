@@ -1,6 +1,6 @@
 """File and text helpers of the ``pmark`` command line: prompts, inputs and outputs, one-line errors.
 
-User files are read through :mod:`pmark_theory._files` (bounded, regular files only, strict UTF-8) and outputs
+User files are read through :mod:`pmark_theory.infra.files` (bounded, regular files only, strict UTF-8) and outputs
 written atomically; a user error raises :class:`CLIError`, which :func:`pmark_impl.cli.main` prints as one line
 with exit status 2. A command first calls :func:`check_paths` with all of its inputs and outputs (no output may
 alias an input or another output; every output must be writable), before any model loads, and wraps each
@@ -37,7 +37,7 @@ class CLIError(Exception):
 # --------------------------------------------------------------------------------------------------------------
 def read_text(path: str, what: str = "input file", limit: int | None = None) -> str:
     """Read ``path`` (``-``: stdin) as strict UTF-8 text, at most ``limit`` bytes, regular files only."""
-    from pmark_theory._files import TEXT_LIMIT_BYTES, read_text_file
+    from pmark_theory.infra.files import TEXT_LIMIT_BYTES, read_text_file
 
     return read_text_file(path, limit=TEXT_LIMIT_BYTES if limit is None else limit, what=what)
 
@@ -68,7 +68,7 @@ def prompt_text(args: argparse.Namespace, inline: str | None, flag: str) -> str:
 
 def check_can_write(path: str | None, force: bool, what: str = "output file") -> None:
     """Refuse early (before loading models) an output that exists without ``force`` or is not a regular file."""
-    from pmark_theory._files import check_output_target
+    from pmark_theory.infra.files import check_output_target
 
     if path is None:
         return
@@ -98,11 +98,11 @@ def check_paths(
         that does not exist yet is checked against its nearest existing ancestor.
 
     Raises:
-      CLIError: one line — see :func:`pmark_theory._paths.check_paths` for the rules (same file by resolved
+      CLIError: one line — see :func:`pmark_theory.infra.paths.check_paths` for the rules (same file by resolved
         path or inode, trailing separator or directory, exists without ``force``, not a regular file, folder
         missing or not writable).
     """
-    from pmark_theory._paths import check_paths as _check
+    from pmark_theory.infra.paths import check_paths as _check
 
     _check(inputs, outputs, force, error=CLIError, creates=creates)
 
@@ -124,7 +124,7 @@ def output_errors(path: str | os.PathLike[str], what: str = "output file") -> It
 
 def write_text(path: str, text: str, force: bool) -> None:
     """Write ``text`` atomically (temporary file + rename); never replaces an existing file without ``force``."""
-    from pmark_theory._files import write_atomic
+    from pmark_theory.infra.files import write_atomic
 
     try:
         write_atomic(path, text.encode("utf-8"), force=force, what="output file")

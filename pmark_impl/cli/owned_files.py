@@ -15,7 +15,7 @@ of that kind (:func:`check_replaceable`):
   user edited since, one written to stdout, or one written without a record (``pmark attack --no-provenance``)
   cannot be told from the user's own file, and is refused: remove it yourself, or choose another name.
 
-Folders (reports, evaluations) follow their own marker and manifest (:mod:`pmark_theory._owned`). The check
+Folders (reports, evaluations) follow their own marker and manifest (:mod:`pmark_theory.infra.owned`). The check
 runs with the paths' other checks before any model loads, and again just before each write.
 """
 
@@ -46,7 +46,7 @@ _JSON_LIMIT = 32 << 20
 def _json_format(path: str) -> str | None:
     """The ``format`` field of the JSON object in ``path`` (``None``: not a readable JSON object)."""
     from pmark_impl._user_json import parse_user_json
-    from pmark_theory._files import read_bounded
+    from pmark_theory.infra.files import read_bounded
 
     try:
         raw, _ = read_bounded(path, limit=_JSON_LIMIT)
@@ -60,7 +60,7 @@ def _json_format(path: str) -> str | None:
 def _text_is_ours(path: str) -> bool:
     """``path``'s record ``PATH.pmark.json`` holds the SHA-256 of ``path``'s current bytes."""
     from pmark_impl.generation import load_provenance, provenance_path
-    from pmark_theory._files import TEXT_LIMIT_BYTES, read_bounded
+    from pmark_theory.infra.files import TEXT_LIMIT_BYTES, read_bounded
 
     record = provenance_path(path)
     if not os.path.isfile(record):
@@ -137,7 +137,7 @@ def write_text_and_record(
     """
     from pmark_impl.cli.files import output_errors
     from pmark_impl.generation import provenance_bytes
-    from pmark_theory._files import write_atomic
+    from pmark_theory.infra.files import write_atomic
 
     data = text.encode("utf-8")
     raw = None

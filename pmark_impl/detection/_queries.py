@@ -29,7 +29,7 @@ table has no entry for it, the total level's is used (a decision is a function o
 leaks no faster than the statistic: the smaller figure is the safe fallback).
 
 **Concurrency.** Each update takes an exclusive ``flock`` on the state file (waiting at most ``timeout``
-seconds), reads it, and replaces it atomically (:func:`pmark_theory._files.write_atomic`: temporary file, fsync,
+seconds), reads it, and replaces it atomically (:func:`pmark_theory.infra.files.write_atomic`: temporary file, fsync,
 rename); a waiter that finds the file replaced meanwhile locks the new one. Two processes counting at once lose
 no query, and a crash leaves the previous state or the new one, never a torn file. A file that is not a state
 file of pmark (a symbolic link, not a regular file, other content) is refused and left untouched.
@@ -50,9 +50,9 @@ from typing import Any, NamedTuple
 
 from pmark_impl.keys import check_key
 from pmark_impl.schemes import DETECTOR_OUTPUT_LEVELS
-from pmark_theory._files import write_atomic
-from pmark_theory._json import loads_strict
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.files import write_atomic
+from pmark_theory.infra.json import loads_strict
 
 __all__ = [
     "STATE_FORMAT",

@@ -113,7 +113,7 @@ def parse_attacks(text: str) -> list[AttackSpec]:
 
     A parameter with several comma-separated values expands into one attack per value (``word-delete:rate=
     0.1,0.3`` is two attacks); values are read as strict JSON where they are JSON
-    (:func:`pmark_theory._json.loads_strict`), else as strings. ``NAME`` is a registered attack, an entry-point
+    (:func:`pmark_theory.infra.json.loads_strict`), else as strings. ``NAME`` is a registered attack, an entry-point
     plug-in, or a plug-in ``module:function`` marked ``@plugin("attack")`` (then written
     ``module:function:param=value``); anything else is refused before it runs. A registered attack's numeric
     ``rate`` that is not given takes its registered default, so that every rate is on record. Each attack is

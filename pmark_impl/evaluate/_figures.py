@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.evaluate._folder import evaluation_folder
-from pmark_theory._owned import OwnedFolder
+from pmark_theory.infra.owned import OwnedFolder
 
 __all__ = [
     "plot_cost",

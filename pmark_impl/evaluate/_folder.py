@@ -1,6 +1,6 @@
 """The evaluation folder as a folder the toolkit owns (issue 24): which folders ``pmark evaluate`` writes into.
 
-An evaluation folder is a :class:`pmark_theory._owned.OwnedFolder` of kind :data:`KIND`: its marker
+An evaluation folder is a :class:`pmark_theory.infra.owned.OwnedFolder` of kind :data:`KIND`: its marker
 ``.pmark-folder.json`` lists every file the evaluation wrote (``config.json``, ``units/RUN/*.json``,
 ``results.json``, ``timing.json``, ``texts.jsonl``, ``report.md``, ``figures/*.png``, ``tables/*.csv`` and
 ``tables/*.tex``). ``--force`` deletes only those; a non-empty folder without the marker is refused before
@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import LegacyLayout, OwnedFolder, claim_folder, probe_folder
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import LegacyLayout, OwnedFolder, claim_folder, probe_folder
 
 __all__ = ["KIND", "LEGACY_EVALUATION", "LOCKS", "check_ours", "evaluation_folder"]
 

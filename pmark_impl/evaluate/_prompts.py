@@ -29,8 +29,8 @@ from typing import Any
 
 from pmark_impl._corpus import CORPUS_LIMIT_BYTES, jsonl_objects, text_lines
 from pmark_impl.sampling import split_sentences
-from pmark_theory._files import UserFileError, decode_text, read_bounded
 from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory.infra.files import UserFileError, decode_text, read_bounded
 
 __all__ = [
     "BUILTIN",
@@ -289,7 +289,7 @@ def read_prompts(
     a CSV field longer than ``csv.field_size_limit()`` (131,072 characters by default) is refused;
     anything else — plain UTF-8 text, one document per line, blank lines skipped (``field`` and ``id`` do not
     apply). ``"builtin"`` is read as JSON Lines. Files are read with the bounded reader of
-    ``pmark_theory._files`` (regular files only, at most :data:`PROMPTS_LIMIT_BYTES`, strict UTF-8) and every
+    ``pmark_theory.infra.files`` (regular files only, at most :data:`PROMPTS_LIMIT_BYTES`, strict UTF-8) and every
     record is checked before any is used. A dataset (``"hf:DATASET_ID[:SPLIT]"``, split ``"train"`` by default)
     is streamed (``datasets.load_dataset(..., streaming=True)``) and read only up to ``limit`` usable rows.
 

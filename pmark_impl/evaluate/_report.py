@@ -50,8 +50,8 @@ from pmark_impl.evaluate._tables import (
     value_ci,
     write_tables,
 )
-from pmark_theory._owned import OwnedFolder
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.owned import OwnedFolder
 
 __all__ = ["FIGURES_DIR", "SCHEMA", "TABLES_DIR", "render_report", "report_tables", "write_report"]
 

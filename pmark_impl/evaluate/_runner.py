@@ -37,10 +37,10 @@ from pmark_impl.evaluate._aggregate import aggregate, clean_json, timing
 from pmark_impl.evaluate._distributed import World, agree, barrier
 from pmark_impl.evaluate._folder import KIND, LOCKS, check_ours, evaluation_folder
 from pmark_impl.evaluate._units import EvalContext, generate_group, run_unit
-from pmark_theory._json import loads_strict
-from pmark_theory._lock import ForeignLockError, OutputInUseError, take_lock
-from pmark_theory._owned import OwnedFolder, open_folder
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.lock import ForeignLockError, OutputInUseError, take_lock
+from pmark_theory.infra.owned import OwnedFolder, open_folder
 
 __all__ = [
     "EVIDENCE_MODE",
@@ -159,7 +159,7 @@ def prepare_folder(
 
 @contextlib.contextmanager
 def _lock(out: Path, rank: int) -> Iterator[None]:
-    """Hold ``out/.lock-RANK`` (:func:`pmark_theory._lock.take_lock`: no link followed, a foreign file refused)."""
+    """Hold ``out/.lock-RANK`` (:func:`pmark_theory.infra.lock.take_lock`: no link followed, a foreign file refused)."""
     path = out / f".lock-{rank}"
     try:
         fd = take_lock(path, f"another evaluation is running on {out} (lock {path.name}, pid " + "{pid})")

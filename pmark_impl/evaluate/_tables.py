@@ -306,7 +306,7 @@ def write_tables(tables: Sequence[Table], folder: Any, subdir: str = TABLES_DIR)
 
     Args:
       tables: the report's tables (distinct names).
-      folder: the evaluation folder (:class:`pmark_theory._owned.OwnedFolder`): each file is listed in its
+      folder: the evaluation folder (:class:`pmark_theory.infra.owned.OwnedFolder`): each file is listed in its
         manifest before it is written, and replaces only a file it lists.
       subdir: the sub-folder (``"tables"``).
 

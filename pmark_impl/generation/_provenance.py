@@ -23,7 +23,7 @@ the key, do not publish it with the text): in offline mode ``n_candidates_sample
 matched every key bit (early stop at a perfect match), and a SemStamp ``fallback`` marks a sentence that is
 probably not green. The file is written atomically with the default permissions (``0666`` minus the umask).
 
-Reading is bounded (:mod:`pmark_theory._files`: regular files only, at most ``PROVENANCE_LIMIT_BYTES``),
+Reading is bounded (:mod:`pmark_theory.infra.files`: regular files only, at most ``PROVENANCE_LIMIT_BYTES``),
 strict UTF-8 JSON without ``NaN``/``Infinity``, and the schema is checked field by field
 (:mod:`pmark_impl.generation._provenance_schema`: unknown or missing fields, wrong types, out-of-range numbers, nesting are
 errors): every refusal is one :class:`ProvenanceError` line. The command line's use of the record (flags that
@@ -48,7 +48,7 @@ from pmark_impl.generation._provenance_schema import (
     ProvenanceError,
     parse_provenance,
 )
-from pmark_theory._files import read_bounded, write_atomic
+from pmark_theory.infra.files import read_bounded, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from pmark_impl.generation._types import GenerationResult

@@ -5,7 +5,7 @@
 and the field. Strict UTF-8, no ``NaN``/``Infinity``, no integer of more than 4300 digits, nesting only where
 the schema has it (deeper JSON is a type error of the field, absurd depth a "nested too deeply" error),
 exactly the documented fields (unknown or missing ones are errors), every number range-checked; a repeated
-member name is refused (:func:`pmark_theory._json.loads_strict`), never resolved to its last value. Every
+member name is refused (:func:`pmark_theory.infra.json.loads_strict`), never resolved to its last value. Every
 size-like value (``n_candidates``, ``channels``, ``lsh_dim``, ``n_clusters``, ``max_trials``,
 ``offline_batch``, the steps, ``max_sentence_tokens``) is bounded by :mod:`pmark_impl._limits`, the bounds the
 command line enforces too: a record edited to ``N = 65536`` or ``lsh_dim = 31`` is refused before any work.
@@ -18,8 +18,8 @@ from typing import Any
 
 from pmark_impl._limits import LIMITS, MAX_CANDIDATES, MAX_SENTENCE_TOKENS, MAX_SENTENCES, MAX_TRIALS
 from pmark_impl._user_json import parse_user_json
-from pmark_theory._files import decode_text
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.files import decode_text
 
 __all__ = [
     "FIELDS",

@@ -36,9 +36,9 @@ from pmark_impl.keys._key_fields import (
 from pmark_impl.keys._key_meaning import check_key_meaning
 from pmark_impl.keys._keys import WatermarkKey
 from pmark_impl.keys._text_nulls import text_nulls_from_json
-from pmark_theory._files import UserFileError, read_bounded, write_atomic
-from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError, check_positive_int
+from pmark_theory.infra.files import UserFileError, read_bounded, write_atomic
+from pmark_theory.infra.json import JSONFormatError, loads_strict
 
 __all__ = ["key_from_document", "load_key", "save_key"]  # the field rules: pmark_impl.keys._key_fields
 
@@ -256,7 +256,7 @@ def load_key(
     """Read a JSON key file written by :func:`save_key`.
 
     At most 8 MiB are read, only from a regular file (symbolic links resolved). The document is strict JSON
-    (a repeated member name, ``NaN`` or ``Infinity`` is refused: :func:`pmark_theory._json.loads_strict`)
+    (a repeated member name, ``NaN`` or ``Infinity`` is refused: :func:`pmark_theory.infra.json.loads_strict`)
     checked by :func:`key_from_document`, the same check :func:`save_key` applies before it writes. A leading
     UTF-8 byte-order mark is accepted.
 

@@ -82,7 +82,7 @@ from pmark_impl.schemes._simmark_calibration import (
     save_simmark_calibration,
 )
 from pmark_impl.schemes._simmark_rule import SimMarkDetection, detect_simmark
-from pmark_theory._plugins import PluginFault
+from pmark_theory.infra.plugins import PluginFault
 
 __all__ = [
     "ADAPTIVE_RESOLUTION",

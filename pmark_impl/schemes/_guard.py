@@ -4,7 +4,7 @@
 (:func:`check_plugin_fields`, :func:`check_plugin_options`) and then uses a copy whose every function is guarded
 (:func:`guard_scheme`). The built-in schemes are not wrapped: their bugs are the toolkit's internal errors.
 
-**At load** a plug-in is refused (:class:`~pmark_theory._plugins.PluginError`, one line naming it and the field)
+**At load** a plug-in is refused (:class:`~pmark_theory.infra.plugins.PluginError`, one line naming it and the field)
 unless every option's ``default``, ``cli_default`` and ``recorded_default`` is strict JSON (:func:`json_problem`:
 ``None``, ``bool``, ``int``, a finite ``float``, ``str``, lists and objects with string keys — a provenance record
 and ``pmark schemes --json`` hold them), each given default passes the option's own ``check``, and the descriptive
@@ -16,7 +16,7 @@ fields have their types (``summary`` and each ``help`` a ``str``, ``default_n`` 
 * a :class:`~pmark_theory.PMarkValueError` passes unchanged: it is the documented way to refuse a bad value (an
   option's ``check`` says what is wrong with the user's value), or the toolkit's own check inside a part
   (``draw.sample``, ``setup.embed``);
-* any other exception becomes a :class:`~pmark_theory._plugins.PluginFault` naming the plug-in, the call and the
+* any other exception becomes a :class:`~pmark_theory.infra.plugins.PluginFault` naming the plug-in, the call and the
   message (``pmark`` exits 2), ``SystemExit`` included: a plug-in calling ``sys.exit(0)`` in its ``step`` would
   otherwise end ``pmark generate`` with status 0 and no text — the plug-in is called code, not the program, and
   does not choose pmark's exit status;
@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.schemes._base import Option, Scheme, SchemeCalibration, StepOutput
-from pmark_theory._plugins import PluginError, PluginFault
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.plugins import PluginError, PluginFault
 
 __all__ = [
     "call_factory",

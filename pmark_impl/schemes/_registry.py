@@ -6,7 +6,7 @@ A scheme is named in three ways, tried in this order:
 * the **name of an entry point** in the group ``pmark.schemes`` of an installed distribution, or the ``name`` of a
   scheme loaded earlier in this process (by entry point, ``module:attribute`` or as an object);
 * ``"module:attribute"``, refused unless the attribute is registered as a scheme plug-in
-  (``@plugin("scheme")`` or the entry point) — the rule of :mod:`pmark_theory._plugins`: naming a module imports
+  (``@plugin("scheme")`` or the entry point) — the rule of :mod:`pmark_theory.infra.plugins`: naming a module imports
   it, nothing else runs, and nothing unregistered is ever called.
 
 The plug-in is a :class:`Scheme` (an entry point may name one directly) or a function returning one — a
@@ -26,7 +26,7 @@ naming the plug-in, and listing the installed schemes (``pmark schemes``) goes o
 A plug-in is checked as it loads (:func:`check_scheme`; :mod:`pmark_impl.schemes._guard`, issue 36): options whose
 values are not strict JSON or that its own checks refuse are refused then, before any command writes anything.
 The scheme this module hands out is then a guarded copy: a fault of the plug-in's code (an exception, a result of
-the wrong type) is a :class:`~pmark_theory._plugins.PluginFault` naming it, the call and the message. Built-ins
+the wrong type) is a :class:`~pmark_theory.infra.plugins.PluginFault` naming it, the call and the message. Built-ins
 are neither checked nor wrapped.
 
 A provenance record names its scheme by ``name`` only: reading a record never imports anything. A record of a
@@ -46,8 +46,8 @@ from pmark_impl.schemes._guard import (
     guard_scheme,
     unguarded,
 )
-from pmark_theory._plugins import PluginError, load_plugin, plugin_entry_points
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.plugins import PluginError, load_plugin, plugin_entry_points
 
 __all__ = [
     "BUILTIN_SCHEMES",

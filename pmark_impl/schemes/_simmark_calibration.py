@@ -8,7 +8,7 @@ sentences of a document (the corpus filter drops sentences of under 5 or over 60
 pair may skip a dropped sentence; the reference uses every consecutive pair of ``nltk`` sentences.
 
 The file is JSON (``format: "pmark-simmark-calibration"``, ``version: 1``), written atomically
-(:func:`pmark_theory._files.write_atomic`: temporary file, ``os.replace``/``link``; an existing file is only
+(:func:`pmark_theory.infra.files.write_atomic`: temporary file, ``os.replace``/``link``; an existing file is only
 replaced with ``force=True`` and only when it is a regular file) and read with a size bound.
 """
 
@@ -27,8 +27,6 @@ import numpy as np
 from pmark_impl._corpus import Document, corpus_fingerprint
 from pmark_impl.sampling import embed
 from pmark_theory._eval_stats import clopper_pearson
-from pmark_theory._files import decode_text, read_bounded, write_atomic
-from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._simmark import (
     DEFAULT_SIMMARK_DELTA,
     SIMMARK_HIGH,
@@ -38,6 +36,8 @@ from pmark_theory._simmark import (
     simmark_soft_values,
 )
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_unit_interval
+from pmark_theory.infra.files import decode_text, read_bounded, write_atomic
+from pmark_theory.infra.json import JSONFormatError, loads_strict
 
 __all__ = [
     "MIN_PAIRS",

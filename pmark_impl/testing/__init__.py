@@ -47,8 +47,8 @@ from pmark_impl.audit import (
     scheme_target,
     tiny_env,
 )
-from pmark_theory._plugins import plugin
 from pmark_theory._validate import PMarkValueError, check_size
+from pmark_theory.infra.plugins import plugin
 
 __all__ = [
     "CLAIMS",

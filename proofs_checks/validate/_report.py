@@ -3,7 +3,7 @@
 The report is rendered from the saved result dict (``ProxyValidation.to_dict()``, the content of
 ``results.json``): it never recomputes a law.
 
-The report directory is a folder the toolkit owns (:mod:`pmark_theory._owned`, kind :data:`PROXY_KIND`): a new or
+The report directory is a folder the toolkit owns (:mod:`pmark_theory.infra.owned`, kind :data:`PROXY_KIND`): a new or
 empty directory, or a proxy report written by pmark. An existing report is replaced only with ``force=True``, and
 then only the files listed in its manifest are deleted (a file the user added survives); a non-empty directory that
 is not a proxy report is refused even with ``force``. A report of the previous version (no marker) is adopted
@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import FolderError, LegacyLayout, claim_folder, probe_folder
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import FolderError, LegacyLayout, claim_folder, probe_folder
 from proofs_checks._cli_common import LOCK_NAME, OutputInUseError, OutputLock
 from proofs_checks._io import json_bytes, write_owned
 from proofs_checks.validate._plots import FIGURES, _f, figures_for
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 FIGURES_DIR = "figures"
-#: The kind of a proxy report folder (see :mod:`pmark_theory._owned`).
+#: The kind of a proxy report folder (see :mod:`pmark_theory.infra.owned`).
 PROXY_KIND = "pmark proxy report"
 #: Columns of the "Simulation confirmations" table, each named by the two laws it compares (issue 28). P_M is the
 #: data law (the sentences' law without a watermark); the exact watermarked law is the claim's formula.
@@ -88,7 +88,7 @@ def check_report_dir(out_dir: Path | str, force: bool, *, what: str = "folder") 
     """Refuse ``out_dir`` early, writing nothing: not a proxy report, or one that exists and not ``force``.
 
     Returns:
-      The folder's state (see :func:`pmark_theory._owned.probe_folder`).
+      The folder's state (see :func:`pmark_theory.infra.owned.probe_folder`).
 
     Raises:
       NotOwnedError: a non-empty folder that is not a proxy report (``force`` does not change that).

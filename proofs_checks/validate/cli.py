@@ -193,7 +193,7 @@ def read_corpus(path: Path) -> list[str]:
       UsageError: missing file, not a regular file, over the size limit, invalid UTF-8 (with the byte offset),
         NUL bytes, or no sentence.
     """
-    from pmark_theory._files import TEXT_LIMIT_BYTES, UserFileError, read_text_file
+    from pmark_theory.infra.files import TEXT_LIMIT_BYTES, UserFileError, read_text_file
 
     try:  # at most TEXT_LIMIT_BYTES, regular files only, never blocking on a FIFO, UTF-8 with the byte offset
         text = read_text_file(str(path), limit=TEXT_LIMIT_BYTES, what="--corpus")
@@ -211,10 +211,10 @@ def _import_attr(spec: str) -> Any:
 
     A proxy is registered when it is a :class:`Proxy` (built with :func:`make_proxy`, which only a proxy's author
     does), a function marked ``@plugin("proxy")``, or the target of an entry point of ``pmark.proxies``
-    (:mod:`pmark_theory._plugins`). Importing the module runs its top-level code (unavoidable); the standard
+    (:mod:`pmark_theory.infra.plugins`). Importing the module runs its top-level code (unavoidable); the standard
     library is refused before any import, and nothing is called before the check (issue 24).
     """
-    from pmark_theory._plugins import how_to_register, is_plugin, plugin_entry_points
+    from pmark_theory.infra.plugins import how_to_register, is_plugin, plugin_entry_points
 
     mod_name, _, attr = spec.rpartition(":")
     if not mod_name or not attr:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pmark_theory._plugins import plugin
+from pmark_theory.infra.plugins import plugin
 
 SENTENCE = "cat a!"
 

@@ -20,7 +20,7 @@ from pmark_impl.audit._null import _source
 from pmark_impl.audit._stats import chi2_fit, two_way_bootstrap
 from pmark_impl.audit._target import load_target
 from pmark_impl.audit._verdicts import _fpr_rows
-from pmark_theory._plugins import plugin
+from pmark_theory.infra.plugins import plugin
 
 DEFAULT_LEVEL = 0.01 / (2 * 5)
 

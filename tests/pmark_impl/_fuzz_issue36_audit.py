@@ -30,7 +30,7 @@ from typing import Any
 from _fuzz_harness import ApiCase, CliCase
 from _fuzz_sandbox import FileSpec
 
-from pmark_theory._plugins import plugin
+from pmark_theory.infra.plugins import plugin
 
 #: Small sizes: a valid audit of :func:`fixed` takes about a second.
 SMALL = "--keys 2 --texts 4 --sentences 2 --samples 10 --no-progress"

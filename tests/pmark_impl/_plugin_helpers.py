@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 try:
-    from pmark_theory._plugins import plugin
+    from pmark_theory.infra.plugins import plugin
 except ImportError:  # a tree without plug-ins (to show that the regression tests fail there): marks nothing
 
     def plugin(kind):  # type: ignore[no-redef]

@@ -26,7 +26,7 @@ from _impl_fakes import FakeEncoder, FakeSampler, universe
 from pmark_impl import cli
 from pmark_impl.cli import models
 from pmark_impl.keys import WatermarkKey, save_key
-from pmark_theory._files import (
+from pmark_theory.infra.files import (
     TEXT_LIMIT_BYTES,
     UserFileError,
     decode_text,

@@ -196,7 +196,7 @@ def test_a_read_only_folder_is_refused_before_any_model_loads(tmp_path, capsys, 
 def test_a_write_that_fails_late_is_one_clean_line(tmp_path, capsys, calls, key_path, monkeypatch):
     """The folder turns read-only after the up-front check: the record's write fails in one line, naming the
     file — not ``[Errno 30] Read-only file system: '.x.pmark.json.abc.tmp'``."""
-    import pmark_theory._files as files
+    import pmark_theory.infra.files as files
 
     def read_only(*args, **kwargs):
         raise OSError(30, "Read-only file system", str(tmp_path / ".t.txt.pmark.json.abc.tmp"))

@@ -22,8 +22,8 @@ from pmark_impl._corpus import (
     split_documents,
 )
 from pmark_impl.sampling import TERMINAL_MARKS, split_sentences
-from pmark_theory._files import UserFileError
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.files import UserFileError
 
 
 def sentences(prefix: str, n: int) -> list[str]:

@@ -12,9 +12,9 @@ import pytest
 
 from pmark_impl.evaluate import EvaluationError
 from pmark_impl.evaluate._runner import _lock, prepare_folder
-from pmark_theory._lock import ForeignLockError
-from pmark_theory._owned import MARKER_NAME
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.lock import ForeignLockError
+from pmark_theory.infra.owned import MARKER_NAME
 
 IDENTITY = {"runs": [{"run_id": "r"}], "prompts": "p", "key_fingerprint": "k", "model": "m", "encoder": "e"}
 UNITS = ["units/r/00000-0a913daa.json", "units/r/00001-0b913daa.json"]

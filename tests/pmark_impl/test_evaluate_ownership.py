@@ -22,7 +22,7 @@ import pytest
 
 from pmark_impl import cli
 from pmark_impl.cli import models
-from pmark_theory._owned import MARKER_NAME
+from pmark_theory.infra.owned import MARKER_NAME
 from tests.pmark_impl.test_evaluate import SMALL, install_test_models
 from tests.pmark_impl.test_power_real import RICH_CORPUS
 

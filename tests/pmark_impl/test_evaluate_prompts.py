@@ -21,8 +21,8 @@ from pmark_impl.evaluate import (
     read_prompts,
 )
 from pmark_impl.sampling import split_sentences
-from pmark_theory._files import UserFileError
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.files import UserFileError
 
 BUILTIN_FILE = Path(_prompts.__file__).parent / "data" / "prompts.jsonl"
 #: Pinned identity of the shipped set: an edit of data/prompts.jsonl must update it on purpose.

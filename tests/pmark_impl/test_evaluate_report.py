@@ -25,9 +25,9 @@ from pmark_impl.evaluate._figures import (
     write_figures,
 )
 from pmark_impl.evaluate._report import render_report, write_report
-from pmark_theory._files import UserFileError
-from pmark_theory._owned import MARKER_NAME, NotOwnedError
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.files import UserFileError
+from pmark_theory.infra.owned import MARKER_NAME, NotOwnedError
 
 matplotlib.use("Agg")
 
@@ -355,7 +355,7 @@ def test_write_figures_only_with_data(tmp_path):
     before = plt.get_fignums()
     names = write_figures(_results(), tmp_path / "figs")
     assert names == FIGURE_NAMES
-    # no temporary files left; the folder's marker lists exactly the figures (pmark_theory._owned)
+    # no temporary files left; the folder's marker lists exactly the figures (pmark_theory.infra.owned)
     assert sorted(os.listdir(tmp_path / "figs")) == sorted([*names, MARKER_NAME])
     assert json.loads((tmp_path / "figs" / MARKER_NAME).read_text())["files"] == sorted(names)
     for n in names:

@@ -28,7 +28,7 @@ import pytest
 
 from pmark_impl.evaluate._report import render_report, report_tables, write_report
 from pmark_impl.evaluate._tables import latex_escape, to_csv, to_latex
-from pmark_theory._owned import MARKER_NAME
+from pmark_theory.infra.owned import MARKER_NAME
 from tests.pmark_impl.test_evaluate_report import TIMING, _results, _row, _table_after
 
 ONLINE = "### `online-N4-b2` (online, N = 4, b = 2)"

@@ -63,7 +63,7 @@ def test_the_record_names_the_text_by_its_digest_and_force_follows_it(tmp_path, 
 
 def test_a_text_is_never_left_without_its_record(tmp_path, fakes, key, monkeypatch, capsys):
     """The record's write fails (disk full) after the text's: the new text is removed, one error line."""
-    import pmark_theory._files as files
+    import pmark_theory.infra.files as files
 
     real = files.write_atomic
 

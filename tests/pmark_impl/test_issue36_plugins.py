@@ -144,7 +144,7 @@ def test_ctrl_c_and_memory_errors_are_not_the_plugins(world, capsys):
 
 def test_a_plugin_fault_is_a_one_line_value_error_that_pickles():
     from pmark_impl.schemes._guard import plugin_call
-    from pmark_theory._plugins import PluginError, PluginFault
+    from pmark_theory.infra.plugins import PluginError, PluginFault
 
     def boom(x: int) -> int:
         raise RuntimeError(f"line one {x}\nline two")
@@ -215,7 +215,7 @@ def test_set_keeps_nan_and_infinity_as_text():
 
 
 def test_pmark_debug_shows_the_plugins_traceback(world, capsys, monkeypatch):
-    from pmark_theory._plugins import PluginFault
+    from pmark_theory.infra.plugins import PluginFault
 
     err = _error(capsys, [*GENERATE, "--scheme", "_plugins36:step_raises", "P."])
     assert err.endswith("(PMARK_DEBUG=1 shows the plug-in's traceback)"), err
@@ -226,7 +226,7 @@ def test_pmark_debug_shows_the_plugins_traceback(world, capsys, monkeypatch):
 
 
 def test_a_module_calling_sys_exit_on_import_is_refused(tmp_path, monkeypatch):
-    from pmark_theory._plugins import PluginError, load_plugin
+    from pmark_theory.infra.plugins import PluginError, load_plugin
 
     (tmp_path / "p36_exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -19,7 +19,8 @@ from _plugin_helpers import (
     wipe,
 )
 
-from pmark_theory._plugins import (
+from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.plugins import (
     MARKER,
     PLUGIN_KINDS,
     PluginError,
@@ -30,7 +31,6 @@ from pmark_theory._plugins import (
     plugin,
     plugin_entry_points,
 )
-from pmark_theory._validate import PMarkValueError
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_the_standard_library_is_refused_without_being_imported():
     """``antigravity`` opens a web browser when imported: it must not even be imported."""
     code = (
         "import sys\n"
-        "from pmark_theory._plugins import load_plugin, PluginError\n"
+        "from pmark_theory.infra.plugins import load_plugin, PluginError\n"
         "for spec in ('antigravity:fly', 'shutil:rmtree', 'os:system', 'this:s'):\n"
         "    try:\n"
         "        load_plugin(spec, 'attack')\n"

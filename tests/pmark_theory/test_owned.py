@@ -1,4 +1,4 @@
-"""A folder the toolkit owns (issue 24, ``pmark_theory._owned``): marker, manifest, clear, debris, legacy, races.
+"""A folder the toolkit owns (issue 24, ``pmark_theory.infra.owned``): marker, manifest, clear, debris, legacy, races.
 
 Every test snapshots what the user put in a folder (paths, bytes, kinds) and checks it is byte-identical after
 whatever pmark did: a refusal, ``clear()`` (``--force``), or cleaning the debris of an interrupted write.
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pmark_theory._files import UserFileError
-from pmark_theory._json import loads_strict
-from pmark_theory._owned import (
+from pmark_theory.infra.files import UserFileError
+from pmark_theory.infra.json import loads_strict
+from pmark_theory.infra.owned import (
     FORMAT,
     MARKER_NAME,
     VERSION,
@@ -238,7 +238,7 @@ def test_clear_deletes_only_listed_files_and_the_folders_they_leave_empty(tmp_pa
 _KILL_MID_WRITE = """
 import os, signal, sys
 from pathlib import Path
-from pmark_theory._owned import claim_folder
+from pmark_theory.infra.owned import claim_folder
 folder = claim_folder(Path(sys.argv[1]), "pmark test report", tool="t")
 folder.write("report.md", b"complete")
 if sys.argv[3] == "registered":

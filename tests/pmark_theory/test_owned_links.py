@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pmark_theory._lock import ForeignLockError, OutputLock
-from pmark_theory._owned import MARKER_NAME, NotOwnedError, claim_folder
+from pmark_theory.infra.lock import ForeignLockError, OutputLock
+from pmark_theory.infra.owned import MARKER_NAME, NotOwnedError, claim_folder
 
 KIND = "test report"
 DEBRIS = ".roc-a.png.abcdefgh.tmp"

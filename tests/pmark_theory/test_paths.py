@@ -1,4 +1,4 @@
-"""``pmark_theory._paths.check_paths``: aliasing outputs, directories, existing files and writability (issue 24)."""
+"""``pmark_theory.infra.paths.check_paths``: aliasing outputs, directories, existing files and writability (issue 24)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pmark_theory._files import UserFileError
-from pmark_theory._paths import check_paths, same_file
+from pmark_theory.infra.files import UserFileError
+from pmark_theory.infra.paths import check_paths, same_file
 
 
 @pytest.fixture

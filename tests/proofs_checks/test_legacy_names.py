@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pmark_theory._owned import MARKER_NAME, NotOwnedError, probe_folder
+from pmark_theory.infra.owned import MARKER_NAME, NotOwnedError, probe_folder
 from proofs_checks._io import LEGACY_REPORT, REPORT_KIND, report_folder
 from proofs_checks.validate._report import LEGACY_PROXY_REPORT, PROXY_KIND, check_report_dir
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pmark_theory._owned import MARKER_NAME
+from pmark_theory.infra.owned import MARKER_NAME
 from proofs_checks import cli
 
 QUICK = ("--quick", "--no-progress")

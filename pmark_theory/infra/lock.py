@@ -3,7 +3,7 @@
 :class:`OutputLock` takes a non-blocking ``fcntl.flock`` on ``<folder>/.lock`` holding the owner's pid. The OS
 releases a ``flock`` when its process dies, so a crashed run leaves no stale lock (the file may stay; it is only
 a handle). Used by ``pmark check``, ``pmark validate-proxy`` and ``pmark calibrate --report`` around the
-ownership rules of :mod:`pmark_theory._owned`; ``pmark evaluate`` takes one per rank (``.lock-RANK``) with
+ownership rules of :mod:`pmark_theory.infra.owned`; ``pmark evaluate`` takes one per rank (``.lock-RANK``) with
 :func:`take_lock`.
 
 A lock file's name is not a proof that pmark wrote it (lock files do not make a folder non-empty): the file is
@@ -20,7 +20,7 @@ import re
 import stat
 from pathlib import Path
 
-from pmark_theory._owned_marker import NotOwnedError
+from pmark_theory.infra.owned_marker import NotOwnedError
 
 __all__ = ["LOCK_NAME", "ForeignLockError", "OutputInUseError", "OutputLock", "take_lock"]
 
@@ -39,7 +39,7 @@ class ForeignLockError(OutputInUseError, NotOwnedError):
     """A file at the lock's name that pmark did not write (a link, not a regular file, other content).
 
     Both an :class:`OutputInUseError` (the folder cannot be locked) and a
-    :class:`~pmark_theory._owned_marker.NotOwnedError` (a one-line user error): the file is left alone.
+    :class:`~pmark_theory.infra.owned_marker.NotOwnedError` (a one-line user error): the file is left alone.
     """
 
 

@@ -1,4 +1,4 @@
-"""Folders an earlier pmark version wrote before folders had a marker (:mod:`pmark_theory._owned`).
+"""Folders an earlier pmark version wrote before folders had a marker (:mod:`pmark_theory.infra.owned`).
 
 Such a folder is adopted only when every file in it is one that version wrote (:class:`LegacyLayout`), so that
 adopting it never lists, and so never lets ``--force`` delete, a file the user put there.
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pmark_theory._owned_marker import MARKER_LIMIT, MARKER_NAME, RANDOM_PART, lstat_or_none, plumbing
+from pmark_theory.infra.owned_marker import MARKER_LIMIT, MARKER_NAME, RANDOM_PART, lstat_or_none, plumbing
 
 __all__ = ["LegacyLayout", "legacy_manifest", "walk_tree"]
 

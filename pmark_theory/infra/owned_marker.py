@@ -1,4 +1,4 @@
-"""The marker of a folder the toolkit owns (:mod:`pmark_theory._owned`): its name, format, and strict reading.
+"""The marker of a folder the toolkit owns (:mod:`pmark_theory.infra.owned`): its name, format, and strict reading.
 
 The marker ``.pmark-folder.json`` is a JSON object ``{"format": "pmark-folder", "version": 1, "kind", "tool",
 "toolkit_version", "files", "dirs"}``; ``files`` and ``dirs`` are the manifest (clean ``/``-separated relative
@@ -16,8 +16,8 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from pmark_theory._json import JSONFormatError, loads_strict
 from pmark_theory._validate import PMarkValueError
+from pmark_theory.infra.json import JSONFormatError, loads_strict
 
 __all__ = [
     "FORMAT",
@@ -71,7 +71,9 @@ def check_relpath(rel: object, what: str = "path") -> str:
     if any(p in ("", ".", "..") for p in parts):
         raise FolderError(f"{what} {rel!r} leaves the folder or is not normalised (no '', '.' or '..' parts)")
     if rel == MARKER_NAME:
-        raise FolderError(f"{what} {rel!r} is the folder's marker, which only pmark_theory._owned writes")
+        raise FolderError(
+            f"{what} {rel!r} is the folder's marker, which only pmark_theory.infra.owned writes"
+        )
     return rel
 
 

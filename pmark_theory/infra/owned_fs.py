@@ -2,7 +2,7 @@
 
 ``os.lstat(root / "figures/roc-a.png")`` checks only the last component: when the user replaced the folder
 ``figures/`` by a link to ``~/photos``, it reports ``~/photos/roc-a.png``, and an ``unlink`` of that path deletes
-it. Every deletion of :mod:`pmark_theory._owned` therefore walks the folders of the path one at a time with
+it. Every deletion of :mod:`pmark_theory.infra.owned` therefore walks the folders of the path one at a time with
 ``os.open(part, O_DIRECTORY | O_NOFOLLOW, dir_fd=parent)`` and deletes the last component relative to the
 descriptor of its folder (``os.unlink(name, dir_fd=fd)``): a link, or a file, where a folder should be stops the
 walk, and a folder renamed meanwhile cannot redirect the deletion outside the folder the walk reached.

@@ -16,7 +16,7 @@ work starts, so a mistake costs no time and nothing the user wrote is lost:
   folders without permission are refused with one clear line (and not with ``[Errno 30] ... .x.tmp`` after the
   work is done).
 
-Every refusal raises :class:`~pmark_theory._files.UserFileError` (or the ``error`` class given) with one line
+Every refusal raises :class:`~pmark_theory.infra.files.UserFileError` (or the ``error`` class given) with one line
 naming the role (``--out``, ``--key``, ``FILE``, …), the path and the rule.
 """
 
@@ -29,7 +29,7 @@ import stat
 import tempfile
 from collections.abc import Collection, Mapping
 
-from pmark_theory._files import UserFileError, check_output_target, file_kind
+from pmark_theory.infra.files import UserFileError, check_output_target, file_kind
 
 __all__ = ["check_paths", "same_file"]
 
@@ -157,7 +157,7 @@ def check_paths(
       creates: folders the command creates before writing into them (a report folder): an output inside one
         that does not exist yet is checked against its nearest existing ancestor; one that exists must be a
         directory.
-      error: the exception class raised (default :class:`~pmark_theory._files.UserFileError`, a ``ValueError``).
+      error: the exception class raised (default :class:`~pmark_theory.infra.files.UserFileError`, a ``ValueError``).
 
     Raises:
       ``error``: one line naming the role, the path and the rule — an output that is the same
