@@ -11,52 +11,16 @@ import contextlib
 import math
 import os
 import signal
-import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _issue36_common import SMALL, TINY
+from _issue36_common import write_target as _write
 
 from pmark_impl import cli, testing
 from pmark_impl.audit import AuditConfig, Target, TargetError, audit
 from pmark_theory._validate import PMarkValueError
-
-SMALL = ["--quick", "--keys", "2", "--texts", "4", "--sentences", "2", "--samples", "10", "--no-progress"]
-TINY = AuditConfig(
-    keys=2, texts=4, sentences=2, distortion_samples=10, power_keys=1, power_texts=2, leakage_queries=(16,)
-)
-
-#: A target module: ``{generate}`` and ``{detect}`` are filled in per version.
-TARGET = """
-import os, sys
-from pmark_impl.testing import plugin
-
-class T:
-    claims = ("distortion-free", "reproducible")
-    def __init__(self, env):
-        self.env = env
-    def keygen(self, seed):
-        return seed
-    def generate(self, prompt, key, seed, sentences):
-        {generate}
-    def detect(self, text, key):
-        {detect}
-
-@plugin("audit_target")
-def make(env):
-    {factory}
-    return T(env)
-"""
-GOOD = {
-    "generate": "return self.env.lm_text(prompt, seed, sentences)",
-    "detect": "return 0.5",
-    "factory": "pass",
-}
-
-
-def _write(folder: Path, name: str, **body: str) -> None:
-    (folder / f"{name}.py").write_text(textwrap.dedent(TARGET.format(**{**GOOD, **body})))
 
 
 # ---------------------------------------------------------------------------------------------------------------
