@@ -16,29 +16,22 @@ any text independent of the key the bits are uniform, so the hard count ``k`` of
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from pmark_impl import context_for
-from pmark_impl.sampling import sampler_device, split_sentences, torch_generator
+from pmark_impl.sampling import split_sentences
+from pmark_impl.testing import derive_seed, draw_candidates
 
 __all__ = ["OnlinePivots", "PivotKey", "draw", "halve_exactly", "reference_sentences", "seed_of"]
 
 
-def seed_of(*parts: Any) -> int:
-    """A 63-bit seed from its parts: ``SHA-256("/".join(parts))`` (stable across processes)."""
-    digest = hashlib.sha256("/".join(str(p) for p in parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
-
-
-def draw(env: Any, prompt: str, kept: list[str], n: int, seed: int) -> list[str]:
-    """``n`` LM candidates for the sentence after ``prompt`` + ``kept``, whitespace-normalised, from ``seed``."""
-    gen = torch_generator(seed, sampler_device(env.sampler))
-    return [" ".join(str(c.text).split()) for c in env.sampler.sample(context_for(prompt, kept), n, gen)]
+#: A 63-bit seed from its parts (SHA-256 of ``"/".join(parts)``): the public kit's rule.
+seed_of = derive_seed
+#: ``n`` LM candidates for the sentence after ``prompt`` + ``kept``, whitespace-normalised, from ``seed``.
+draw = draw_candidates
 
 
 _REFERENCE: list[str] = []

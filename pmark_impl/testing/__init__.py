@@ -65,6 +65,8 @@ __all__ = [
     "TargetError",
     "assert_audit_passes",
     "audit",
+    "derive_seed",
+    "draw_candidates",
     "exact_sentence_law",
     "human_documents",
     "load_target",
@@ -74,8 +76,8 @@ __all__ = [
     "tiny_env",
 ]
 
-#: Version of this kit's public API.
-TESTING_API_VERSION = 1
+#: Version of this kit's public API (2: :func:`draw_candidates` and :func:`derive_seed`, issue 37).
+TESTING_API_VERSION = 2
 #: Most sentences of a :class:`FakeSampler`'s support, and most candidates of one ``sample`` call.
 MAX_FAKE_SENTENCES = 1_000_000
 #: Widest and deepest tiny LM (:func:`make_tiny_lm`), and the longest sentence cap of :func:`exact_sentence_law`.
@@ -254,3 +256,47 @@ def assert_audit_passes(
         lines = "; ".join(f"{v['guarantee']}: {v['detail']}" for v in report.violations)
         raise AssertionError(f"audit of {report.target} failed: {lines}")
     return report
+
+
+def derive_seed(*parts: Any) -> int:
+    """A seed in ``0 .. 2**63 - 1`` from its parts: ``SHA-256("/".join(map(str, parts)))``, stable across processes.
+
+    The rule the example targets use to give each (key seed, prompt, position, trial) its own generator, so that a
+    target's text depends only on its key, seed and prompt (the audit's reproducibility guarantee).
+    """
+    import hashlib
+
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def draw_candidates(env: AuditEnv, prompt: str, kept: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` LM candidates for the sentence after ``prompt`` and the sentences ``kept`` so far, as the audit sees them.
+
+    This is what a target's ``generate`` calls to draw from the LM: the context is
+    :func:`pmark_impl.context_for` ``(prompt, kept)``, the generator a ``torch.Generator`` on the sampler's device
+    seeded with ``seed`` (same seed, same candidates), and each candidate's text is whitespace-normalised the way
+    the texts of ``env.law(prompt)`` are, so that a chosen candidate can be looked up in the exact law.
+
+    Raises:
+      PMarkValueError: ``env`` has no ``.sampler.sample`` (an :class:`AuditEnv` has), ``prompt`` or a kept sentence not a string, ``n`` not
+        in ``1..MAX_FAKE_SENTENCES``, ``seed`` not an integer in ``0 .. 2**63 - 1``.
+    """
+    from pmark_impl.sampling import context_for, sampler_device, torch_generator
+
+    if not callable(getattr(getattr(env, "sampler", None), "sample", None)):
+        raise PMarkValueError(
+            f"env must be an AuditEnv (tiny_env() or the audit's) or have a .sampler with .sample(context, n, "
+            f"generator), got {type(env).__name__}"
+        )
+    if not isinstance(prompt, str):
+        raise PMarkValueError(f"prompt must be a string, got {type(prompt).__name__}")
+    if isinstance(kept, str) or not all(isinstance(k, str) for k in kept):
+        raise PMarkValueError("kept must be a sequence of sentences (strings)")
+    n = check_size("n", n, maximum=MAX_FAKE_SENTENCES)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
+        raise PMarkValueError(f"seed must be an integer in 0 .. 2**63 - 1, got {seed!r}")
+    gen = torch_generator(int(seed), sampler_device(env.sampler))
+    return [
+        " ".join(str(c.text).split()) for c in env.sampler.sample(context_for(prompt, list(kept)), n, gen)
+    ]

@@ -273,3 +273,29 @@ def test_the_fakes_still_work_with_good_arguments():
     assert (
         emb.shape == (2, 16) and np.allclose(emb[0], emb[1]) and np.allclose(np.linalg.norm(emb, axis=1), 1)
     )
+
+
+def test_draw_candidates_is_the_example_targets_rule_and_checks_its_arguments():
+    """Issue 37: what an audit target needs to draw from the LM is public; same seed, same candidates; the texts
+    are those of the exact law."""
+    env = testing.tiny_env()
+    prompt = env.prompts[0]
+    a = testing.draw_candidates(env, prompt, [], 8, testing.derive_seed(1, prompt, 0))
+    assert a == testing.draw_candidates(env, prompt, (), 8, testing.derive_seed(1, prompt, 0)) and len(a) == 8
+    texts, _ = env.law(prompt)
+    assert set(a) <= set(texts)  # whitespace-normalised like the law's texts
+    assert (
+        testing.derive_seed("a", 1)
+        == int.from_bytes(__import__("hashlib").sha256(b"a/1").digest()[:8], "big") >> 1
+    )
+    for bad in (
+        {"env": 5},
+        {"prompt": None},
+        {"kept": "a sentence."},
+        {"n": 0},
+        {"seed": -1},
+        {"seed": 2**63},
+    ):
+        args = {"env": env, "prompt": prompt, "kept": [], "n": 2, "seed": 0, **bad}
+        with pytest.raises(PMarkValueError, match=next(iter(bad))):
+            testing.draw_candidates(**args)
