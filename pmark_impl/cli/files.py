@@ -1,8 +1,9 @@
 """File and text helpers of the ``pmark`` command line: prompts, inputs and outputs, one-line errors.
 
 User files are read through :mod:`pmark_theory.infra.files` (bounded, regular files only, strict UTF-8) and outputs
-written atomically; a user error raises :class:`CLIError`, which :func:`pmark_impl.cli.main` prints as one line
-with exit status 2. A command first calls :func:`check_paths` with all of its inputs and outputs (no output may
+written atomically (texts and their records by :func:`pmark_impl.cli.owned_files.write_text_and_record`, which
+replaces only what pmark recognises as its own); a user error raises :class:`CLIError`, which
+:func:`pmark_impl.cli.main` prints as one line with exit status 2. A command first calls :func:`check_paths` with all of its inputs and outputs (no output may
 alias an input or another output; every output must be writable), before any model loads, and wraps each
 write in :func:`output_errors` so that a late failure is one line too.
 """
@@ -23,7 +24,6 @@ __all__ = [
     "output_errors",
     "prompt_text",
     "read_text",
-    "write_text",
 ]
 
 #: Largest prompt file read (1 MiB).
@@ -120,15 +120,3 @@ def output_errors(path: str | os.PathLike[str], what: str = "output file") -> It
         raise CLIError(f"{what} {path} already exists (use --force to overwrite)") from None
     except OSError as exc:
         raise CLIError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
-
-
-def write_text(path: str, text: str, force: bool) -> None:
-    """Write ``text`` atomically (temporary file + rename); never replaces an existing file without ``force``."""
-    from pmark_theory.infra.files import write_atomic
-
-    try:
-        write_atomic(path, text.encode("utf-8"), force=force, what="output file")
-    except FileExistsError:
-        raise CLIError(f"output file {path} already exists (use --force to overwrite)") from None
-    except OSError as exc:
-        raise CLIError(f"cannot write output file {path}: {exc.strerror or exc}") from None
