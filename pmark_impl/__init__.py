@@ -10,12 +10,10 @@ the names a user needs from the faces (never from their private modules).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 # The laws every layer stands on (and jax, scipy) load first, at the top of the import stack: imported from deep
 # inside the layers' faces instead, the package took 0.2 s longer to import (measured; ``pmark --help`` pays it).
 import pmark_theory
+from pmark_impl._lazy import lazy_getattr
 from pmark_impl.detection import DETECT_MODES, detect
 from pmark_impl.generation import MODES, GenerationResult, StepInfo, generate
 from pmark_impl.keys import KeyFileError, WatermarkKey, load_key, save_key
@@ -70,10 +68,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pmark_impl' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

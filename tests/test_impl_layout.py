@@ -335,7 +335,7 @@ def test_branch_scan_negative_controls(source, expected):
 #: The layers of ``pmark_impl``, bottom to top. A unit is a subpackage (its face: its ``__init__`` and the names in
 #: its ``__all__``) or a single module (the module is its face); ``"pmark_impl"`` is the package's own face.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("_limits", "_user_json"),
+    ("_lazy", "_limits", "_user_json"),
     ("sampling",),
     ("_corpus",),
     ("keys",),

@@ -11,9 +11,7 @@ Other units import these names from here (``from pmark_impl.detection import det
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from pmark_impl._lazy import lazy_getattr
 from pmark_impl.detection._detect import DETECT_MODES, detect, detect_many
 
 #: Names imported on first access: ``import pmark_impl`` (and ``pmark --help``) does not need them.
@@ -28,10 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pmark_impl.detection' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = ["DETECT_MODES", "detect", "detect_many", *sorted(_LAZY)]

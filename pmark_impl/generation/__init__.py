@@ -11,9 +11,7 @@ Other units import these names from here (``from pmark_impl.generation import ge
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from pmark_impl._lazy import lazy_getattr
 from pmark_impl.generation._types import GenerationResult, StepInfo
 from pmark_impl.generation._watermark import MODES, generate, scheme_settings
 
@@ -33,10 +31,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pmark_impl.generation' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = ["MODES", "GenerationResult", "StepInfo", "generate", "scheme_settings", *sorted(_LAZY)]

@@ -13,9 +13,7 @@ Other units import these names from here (``from pmark_impl.sampling import embe
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from pmark_impl._lazy import lazy_getattr
 from pmark_impl.sampling._budget import (
     ENCODE_BATCH,
     MAX_ONLINE_CANDIDATES,
@@ -70,10 +68,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'pmark_impl.sampling' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [
