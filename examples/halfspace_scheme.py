@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from scipy import stats
 
-from pmark_impl.schemes import Option, Scheme, StepOutput, count_record, decide
+from pmark_impl.schemes import DetectRequest, Option, Scheme, StepOutput, count_record
 from pmark_theory import PMarkValueError, plugin
 
 __all__ = ["direction", "halfspace"]
@@ -75,27 +75,15 @@ def _step(rng: jax.Array, setup: Any, state: None, draw: Any) -> StepOutput:
     raise AssertionError("unreachable")
 
 
-def _detect(request: Any) -> list[Any]:
+def _detect(request: DetectRequest) -> list[Any]:
     """Green count of each text: ``Binomial(T, 1/2)`` under H0 over keys (module docstring)."""
-    opts, label, out = request.options, request.settings["label"], []
+    label, out = request.settings["label"], []
     for sentences, emb in zip(request.sentences, request.embeddings(), strict=True):
         t_len = len(sentences)
         green = [bool(emb[t] @ direction(request.key, t, label) > 0) for t in range(t_len)]
         p = float(stats.binom.sf(sum(green) - 1, t_len, 0.5)) if t_len else 1.0
-        out.append(
-            decide(
-                p,
-                0.5**t_len,
-                alpha=opts["alpha"],
-                test="green-count",
-                scheme="halfspace",
-                n_sentences=t_len,
-                n_bits=t_len,
-                statistics={"green_count": {"n_green": sum(green), "gamma": 0.5, "p_value": p}},
-                min_sentences=opts["min_sentences"],
-                settings={**opts["base"], "label": label},
-            )
-        )
+        statistics = {"green_count": {"n_green": sum(green), "gamma": 0.5, "p_value": p}}
+        out.append(request.decide(p, 0.5**t_len, n_sentences=t_len, statistics=statistics))
     return out
 
 

@@ -246,8 +246,9 @@ def check_scheme_calibration(args: argparse.Namespace) -> tuple[Any, dict[str, A
       PMarkValueError: a setting the scheme does not have.
     """
     from pmark_impl.cli.scheme_options import cli_scheme, cli_settings
+    from pmark_impl.schemes import DEFAULT_SCHEME
 
-    scheme = cli_scheme(args, "offline")
+    scheme = cli_scheme(args, DEFAULT_SCHEME)
     cal = scheme.calibration
     if cal is None:  # K3: the text-level null is its calibration
         if scheme.detect is None or not scheme.keyed:

@@ -99,8 +99,6 @@ def cmd_detect(args: argparse.Namespace) -> int:
             test=args.test,
             channels=s["channels"],
             seed=args.seed,
-            delta=args.delta,
-            K=args.K,
             progress=bar.update,
             scheme=s["mode"],
             calibration=calibration,
@@ -256,13 +254,16 @@ def add_parser(sub: Any) -> None:
         "printed only with --test soft)",
     )
     p.add_argument(
-        "--delta", type=float_type(0), default=0.001, help="soft-count margin, finite >= 0 (default 0.001)"
+        "--delta",
+        type=float_type(0),
+        default=None,
+        help="PMark's soft-count margin, finite >= 0 (default 0.001; online and offline only)",
     )
     p.add_argument(
         "--K",
         type=float_type(0, open_lo=True),
-        default=150.0,
-        help="soft-count smoothing factor, finite > 0 (default 150)",
+        default=None,
+        help="PMark's soft-count smoothing factor, finite > 0 (default 150; online and offline only)",
     )
     p.add_argument(
         "--evidence",

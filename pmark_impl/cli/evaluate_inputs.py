@@ -177,7 +177,7 @@ def calibrate_key(
         if cal is None or cal.stored_in != "key" or cal.fit_key is None:
             continue
         settings = resolve_settings(scheme, dict(run.settings), key=key)
-        shown = {o.name: settings.get(o.name) for o in scheme_options(scheme, "detect")}
+        shown = {o.name: settings.get(o.name) for o in scheme_options(scheme, "record")}
         ident = (id(cal.fit_key), json.dumps(shown, sort_keys=True, default=str))
         if ident in done:
             continue
@@ -205,7 +205,7 @@ def _fit_null(key, encoder, documents, scheme, run, settings, max_sentences, emb
     from pmark_impl.detection import fit_text_null
     from pmark_impl.schemes import scheme_options
 
-    detect = {o.name: settings[o.name] for o in scheme_options(scheme, "detect") if o.name in settings}
+    detect = {o.name: settings[o.name] for o in scheme_options(scheme, "record") if o.name in settings}
     options = {"scheme": scheme, "channels": run.channels, **detect}
     lengths = tuple(range(2, max(2, int(max_sentences)) + 1))
     key, null = fit_text_null(key, encoder, documents, options=options, lengths=lengths, embed_fn=embed_fn)

@@ -26,6 +26,7 @@ from pmark_impl.cli.options import (
 )
 from pmark_impl.cli.owned_files import check_outputs_replaceable, write_text_and_record
 from pmark_impl.cli.scheme_options import add_scheme_arguments
+from pmark_impl.schemes import DEFAULT_SCHEME
 
 __all__ = ["add_parser", "cmd_generate"]
 
@@ -40,7 +41,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from pmark_impl.schemes import resolve_channels, resolve_settings
     from pmark_theory._validate import check_positive_int
 
-    scheme = cli_scheme(args, "offline")  # an unknown or unregistered scheme: refused before anything else
+    scheme = cli_scheme(
+        args, DEFAULT_SCHEME
+    )  # an unknown or unregistered scheme: refused before anything else
     settings = cli_settings(args, scheme)
     prov_path = generation_provenance_path(args)
     check_paths(
@@ -124,7 +127,7 @@ def add_parser(sub: Any) -> None:
     add_dtype_option(p)
     add_scheme_arguments(
         p,
-        "offline",
+        DEFAULT_SCHEME,
         "to watermark with: offline stops at the first candidate matching every key bit and is detected without "
         "the LM; online is distortion-free for every N and detected by resampling with the LM",
     )

@@ -4,8 +4,9 @@ Kept out of the command modules so that their handlers stay thin. ``generate``: 
 ``--provenance FILE`` or, with ``--out TEXT``, to ``TEXT.pmark.json`` (both checked before any model is loaded,
 never overwritten without ``--force``). ``detect``: ``--provenance FILE``, else ``FILE.pmark.json`` beside the
 text when it exists (``--no-provenance`` ignores it); its mode, channels, prompt, ``N``, encoder, model, sampler
-and SemStamp settings (``green_seeding`` included) are used, and a flag that says otherwise is an error (:func:`resolve_detection`). Without
-a record, detection uses the flags or their defaults (offline, ``N = 16``, empty prompt).
+and SemStamp settings (``green_seeding`` included) are used, and a flag that says otherwise is an error (:func:`resolve_detection`); the
+record of a scheme without key channels (``channels: null``) refuses ``--channels``. Without a record, detection
+uses the flags or their defaults (:data:`pmark_impl.schemes.DEFAULT_SCHEME`, ``N = 16``, empty prompt).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pmark_impl.generation import Provenance, ProvenanceError, load_provenance, provenance_path
+from pmark_impl.schemes import DEFAULT_SCHEME
 
 __all__ = [
     "DETECT_DEFAULTS",
@@ -30,7 +32,7 @@ __all__ = [
 
 #: What ``pmark detect`` uses for a setting that neither a flag nor a provenance record gives.
 DETECT_DEFAULTS: dict[str, Any] = {
-    "mode": "offline",
+    "mode": DEFAULT_SCHEME,
     "channels": None,
     "n_candidates": 16,
     "prompt": "",
@@ -227,8 +229,12 @@ def resolve_detection(
     Raises:
       ProvenanceError: the record was written for another key, or a flag contradicts it.
     """
+    from pmark_impl.schemes import get_scheme
+
     prov.check_key(key, path)
     out = prov.detect_kwargs()
+    # the scheme's detection-only settings (PMark's soft count) are never recorded: a flag gives them
+    detect_only = {o.name for o in get_scheme(prov.mode).options if o.detect and not o.generate}
     out.update(
         encoder=prov.encoder,
         model=prov.model,
@@ -238,7 +244,10 @@ def resolve_detection(
     for setting, (flag, value) in explicit.items():
         if value is None:
             continue
-        if setting not in out:
+        if setting in detect_only:
+            out[setting] = value
+            continue
+        if setting not in out or (setting == "channels" and out[setting] is None):  # None: no channels
             if _other_default(setting, value):  # another scheme's setting left at its default
                 continue
             raise ProvenanceError(

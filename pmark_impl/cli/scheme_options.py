@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Any
 
-from pmark_impl.schemes import Scheme, get_scheme, is_default, known_options, scheme_options
+from pmark_impl.schemes import DEFAULT_SCHEME, Scheme, get_scheme, is_default, known_options, scheme_options
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["add_scheme_arguments", "cli_scheme", "cli_settings", "flag_of", "parse_set"]
@@ -26,7 +26,7 @@ def flag_of(name: str) -> str:
 
 def add_scheme_arguments(p: argparse.ArgumentParser, default: str | None, what: str) -> None:
     """``--scheme``, its alias ``--mode``, and ``--set NAME=VALUE`` on ``p``."""
-    shown = f"default {default}" if default else "default: the record's, else offline"
+    shown = f"default {default}" if default else f"default: the record's, else {DEFAULT_SCHEME}"
     p.add_argument(
         "--scheme",
         default=None,

@@ -48,7 +48,6 @@ attributes (``result.sentences``) stay available to Python callers, but ``repr(r
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,7 +69,6 @@ from pmark_impl.sampling import (
     split_within_budget,
 )
 from pmark_impl.schemes import (
-    ADAPTIVE_RESOLUTION,
     BUILTIN_SCHEMES,
     EVIDENCE_WARNING,
     TOTAL_STATISTICS,
@@ -89,7 +87,6 @@ from pmark_impl.schemes import (
 )
 from pmark_theory._validate import (
     PMarkValueError,
-    check_delta_k,
     check_positive_int,
     check_size,
     check_unit_interval,
@@ -131,14 +128,11 @@ def detect(
     sampler: SentenceSampler | None = None,
     prompt: str = "",
     n_candidates: int = 16,
-    delta: float = 0.001,
-    K: float = 150.0,
     alpha: float = 0.01,
     test: str | None = None,
     channels: int | None = None,
     seed: int = 0,
     min_sentences: int = 2,
-    soft_resolution: int | None = None,
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
     calibration: Any = None,
@@ -160,7 +154,6 @@ def detect(
       sampler: the LM sentence sampler (online mode).
       prompt: the prompt the text continues (online context only).
       n_candidates: ``N`` resampled per position (online), at most :data:`pmark_impl._limits.MAX_CANDIDATES`.
-      delta, K: soft-count margin ``δ >= 0`` and smoothing ``K`` (finite, ``> 0``; paper: 0.001, 150).
       alpha: level in (0, 1).
       test: which p-value is ``p_value`` (PMark modes): ``"hard"`` (exact binomial over keys, X3),
         ``"per_key"`` (offline, calibrated key: Poisson-binomial null of THIS key, K1; with context
@@ -173,22 +166,25 @@ def detect(
       channels: use the first ``b`` channels of the key (must match generation).
       seed: seed of the online resampling (an int ``>= 0``).
       min_sentences: fewer evidence sentences give "not enough evidence".
-      soft_resolution: lattice resolution of X4's calibrated soft p-value for ``bT > 20`` bits. ``None``
-        (default): X4's soft p-value is computed only for the soft tests (otherwise
-        ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``), on a lattice refined from ``2^8`` up to
-        :data:`DEFAULT_SOFT_RESOLUTION` only until its proven interval is within 10% (or ``1e-6``);
-        an integer: computed on that lattice whatever the test. The p-value is the interval's upper end,
-        valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
-        ``p_value_bounds`` and the ``resolution`` used.
       progress: called with the number of sentences just processed — after each encoder batch (offline,
         SemStamp; :data:`pmark_impl.sampling._budget.ENCODE_BATCH` sentences at most) or with 1 after each
         position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
       splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl.sampling._segment.split_sentences``).
       calibration: the scheme's detector calibration (SimMark's ``γ``: :func:`pmark_impl.load_simmark_calibration`).
-      **settings: the scheme's detection settings, which must match generation (``pmark schemes``): SemStamp's
-        ``lsh_dim`` / ``n_clusters`` (``None``: the ``k`` of the key's fitted centroids, else 8), ``gamma`` and
-        ``green_seeding`` (``"cell"``: the binomial p-value is approximate when a previous cell repeats;
-        ``statistics["green_count"]`` reports ``repeated_cells`` and a ``note``).
+      **settings: the scheme's detection settings (``pmark schemes`` lists them). Those recorded at generation
+        must match it: SemStamp's ``lsh_dim`` / ``n_clusters`` (``None``: the ``k`` of the key's fitted
+        centroids, else 8), ``gamma`` and ``green_seeding`` (``"cell"``: the binomial p-value is approximate
+        when a previous cell repeats; ``statistics["green_count"]`` reports ``repeated_cells`` and a ``note``).
+        The PMark schemes' detection-only settings (:data:`pmark_impl.schemes._pmark.DETECT_OPTIONS`):
+        ``delta``, ``K``: soft-count margin ``δ >= 0`` and smoothing ``K`` (finite, ``> 0``; paper: 0.001, 150);
+        ``soft_resolution``: lattice resolution of X4's calibrated soft p-value for ``bT > 20`` bits. ``None``
+          (default): X4's soft p-value is computed only for the soft tests (otherwise
+          ``statistics["soft"]["p_value"]`` is ``None`` with a ``note``), on a lattice refined from ``2^8`` up to
+          :data:`DEFAULT_SOFT_RESOLUTION` only until its proven interval is within 10% (or ``1e-6``);
+          an integer: computed on that lattice whatever the test. The p-value is the interval's upper end,
+          valid (never below the exact value) at every resolution; ``statistics["soft"]`` reports the interval
+          ``p_value_bounds`` and the ``resolution`` used.
+        A setting of another scheme is refused unless it is left at that scheme's default.
 
     Returns:
       :class:`DetectionResult` (SimMark: :class:`pmark_impl.SimMarkDetection`; a plug-in: its scheme's result).
@@ -205,14 +201,11 @@ def detect(
         sampler=sampler,
         prompt=prompt,
         n_candidates=n_candidates,
-        delta=delta,
-        K=K,
         alpha=alpha,
         test=test,
         channels=channels,
         seed=seed,
         min_sentences=min_sentences,
-        soft_resolution=soft_resolution,
         progress=progress,
         splitter=splitter,
         calibration=calibration,
@@ -237,10 +230,10 @@ def detect_many(
       texts: a list (or tuple) of texts, each a ``str`` or its sentences as a list of ``str``, each within the
         size budget of :func:`detect`.
       encoder: the key's encoder (``dim == key.dim``).
-      **options: the keyword arguments of :func:`detect` (``mode``, ``sampler``, ``prompt``, ``n_candidates``,
-        ``delta``, ``K``, ``alpha``, ``test``, ``channels``, ``seed``, ``min_sentences``, ``lsh_dim``,
-        ``n_clusters``, ``gamma``, ``soft_resolution``, ``progress``, ``splitter``, ``green_seeding``), shared
-        by all texts; ``progress`` counts the sentences of every text in turn.
+      **options: the keyword arguments of :func:`detect` (``scheme``, ``sampler``, ``prompt``, ``n_candidates``,
+        ``alpha``, ``test``, ``channels``, ``seed``, ``min_sentences``, ``progress``, ``splitter``,
+        ``calibration`` and the scheme's settings), shared by all texts; ``progress`` counts the sentences of
+        every text in turn.
 
     Returns:
       ``[len(texts)]`` :class:`DetectionResult`, in the order of ``texts``.
@@ -262,14 +255,11 @@ _DEFAULTS: dict[str, Any] = {
     "sampler": None,
     "prompt": "",
     "n_candidates": 16,
-    "delta": 0.001,
-    "K": 150.0,
     "alpha": 0.01,
     "test": None,
     "channels": None,
     "seed": 0,
     "min_sentences": 2,
-    "soft_resolution": None,
     "progress": None,
     "splitter": None,
     "calibration": None,
@@ -326,24 +316,12 @@ def detection_request(
             f"of scheme {scheme.name!r} ({own})"
         )
     checked = resolve_settings(scheme, settings, side="detect", key=key)
-    for name in ("alpha", "delta", "K"):
-        check_number(name, o[name])
-    alpha = check_unit_interval("alpha", o["alpha"], open_left=True, open_right=True)
+    alpha = check_unit_interval("alpha", check_number("alpha", o["alpha"]), open_left=True, open_right=True)
     min_sentences = check_positive_int("min_sentences", o["min_sentences"])
-    delta, K = check_delta_k(o["delta"], o["K"])
-    if not math.isfinite(K):  # as pmark detect --K: the limit K = inf is the hard count (test "hard")
-        raise PMarkValueError(
-            f"K (smoothing factor) must be finite and > 0, got {K} (K = inf is the hard count)"
-        )
     seed = check_seed(o["seed"])
     prompt = check_str("prompt", o["prompt"])
     progress = check_callable("progress", o["progress"])
     splitter = check_callable("splitter", o["splitter"])
-    soft_resolution = o["soft_resolution"]
-    if soft_resolution is not None:
-        soft_resolution = check_positive_int("soft_resolution", soft_resolution)
-    elif test in ("soft", "soft_per_key"):
-        soft_resolution = ADAPTIVE_RESOLUTION
     b = resolve_channels(key, o["channels"])
     check_encoder(encoder, key.dim, key.encoder)
     sampler, n_candidates = o["sampler"], o["n_candidates"]
@@ -361,13 +339,10 @@ def detection_request(
         settings=checked,
         options={
             "alpha": alpha,
-            "delta": delta,
-            "K": K,
             "test": test,
             "channels": b,
             "seed": seed,
             "min_sentences": min_sentences,
-            "soft_resolution": soft_resolution,
             "n_candidates": n_candidates,
             "sampler": sampler,
             "splitter": splitter,
@@ -380,5 +355,6 @@ def detection_request(
         },
         calibration=o["calibration"],
         progress=progress,
+        scheme=scheme.name,
     )
     return scheme, request

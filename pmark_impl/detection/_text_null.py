@@ -43,10 +43,16 @@ from pmark_theory._validate import PMarkValueError
 
 __all__ = ["EXACT_FOR", "apply_text_nulls", "null_signature", "raw_pvalue", "signature_options"]
 
-#: The detection options that change a detector's raw p-value (the rest only change the verdict or the output).
-SIGNATURE_OPTIONS = ("test", "channels", "delta", "K", "soft_resolution")
+#: The detection options that change a detector's raw p-value (the rest only change the verdict or the output);
+#: the scheme's detection settings, recorded or detection-only, change it too.
+SIGNATURE_OPTIONS = ("test", "channels")
 #: ... and, for a detector that resamples (online: the LM; the key-resampling test), its seed and sample size.
 RESAMPLING_OPTIONS = ("seed", "n_candidates")
+#: Signature format 1 (keys calibrated before the soft count's settings became PMark's own detection-only
+#: settings): its ``options`` part held these names for every scheme, at these values where a scheme has none, and
+#: the soft tests' lattice as 0 ("adaptive") when none was given. Kept so that such keys' nulls still apply.
+_FORMAT1_OPTIONS = {"delta": 0.001, "K": 150.0, "soft_resolution": None}
+_FORMAT1_ADAPTIVE = ("soft", "soft_per_key")
 
 #: What the text-level p-value is exact for (printed with every result that uses one).
 EXACT_FOR = (
@@ -82,12 +88,34 @@ def signature_options(options: dict[str, Any], resamples: bool = False) -> dict[
 def null_signature(scheme: Any, settings: dict[str, Any], options: dict[str, Any], key: Any) -> str:
     """16 hex digits identifying everything that changes the detector's raw p-value of a text (K3).
 
-    Covers the scheme's name, its checked detection ``settings``, the options of :data:`SIGNATURE_OPTIONS`
-    (the test among them; with :data:`RESAMPLING_OPTIONS` for a detector that needs the LM or resamples keys)
-    and the key's own calibrations (proxy centre, fitted centroids, cell masses) and seeding.
+    Covers the scheme's name, its checked detection ``settings`` (recorded and detection-only), the options of
+    :data:`SIGNATURE_OPTIONS` (the test among them; with :data:`RESAMPLING_OPTIONS` for a detector that needs the
+    LM or resamples keys) and the key's own calibrations (proxy centre, fitted centroids, cell masses) and seeding.
     """
+    return _digest(_signature_doc(scheme, settings, options, key))
+
+
+def null_signatures(
+    scheme: Any, settings: dict[str, Any], options: dict[str, Any], key: Any
+) -> tuple[str, str]:
+    """``(signature, its format-1 twin)``: :func:`null_signature`, and the signature a key calibrated before the
+    detection-only settings moved into the schemes stored for the same detection (:data:`_FORMAT1_OPTIONS`)."""
+    doc = _signature_doc(scheme, settings, options, key)
+    detect_only = {o.name for o in getattr(scheme, "options", ()) if o.detect and not o.generate}
+    old = dict(doc)
+    old["settings"] = {k: v for k, v in doc["settings"].items() if k not in detect_only}
+    legacy = {name: settings.get(name, default) for name, default in _FORMAT1_OPTIONS.items()}
+    if legacy["soft_resolution"] is None and options.get("test") in _FORMAT1_ADAPTIVE:
+        legacy["soft_resolution"] = 0
+    old["options"] = {**doc["options"], **_jsonable(legacy)}
+    return _digest(doc), _digest(old)
+
+
+def _signature_doc(
+    scheme: Any, settings: dict[str, Any], options: dict[str, Any], key: Any
+) -> dict[str, Any]:
     resamples = bool(getattr(scheme, "detect_needs_lm", False)) or options.get("test") == "resample"
-    doc = {
+    return {
         "scheme": scheme.name,
         "settings": _jsonable(dict(settings)),
         "options": _jsonable(signature_options(options, resamples)),
@@ -96,6 +124,9 @@ def null_signature(scheme: Any, settings: dict[str, Any], options: dict[str, Any
         "cells": sorted(c.digest for c in key.cell_calibrations),
         "seeding": [key.seeding, key.seed_window],
     }
+
+
+def _digest(doc: dict[str, Any]) -> str:
     raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
@@ -173,8 +204,8 @@ def apply_text_nulls(scheme: Any, request: Any, results: list[Any], run: Any) ->
     if not key.text_nulls or not results:
         return results
     test = str(options.get("test") or getattr(results[0], "test", ""))
-    sig = null_signature(scheme, dict(request.settings), dict(options), key)
-    null = key.text_null(scheme.name, test, sig)
+    sig, sig1 = null_signatures(scheme, dict(request.settings), dict(options), key)
+    null = key.text_null(scheme.name, test, sig) or key.text_null(scheme.name, test, sig1)
     if null is None:
         others = [n for n in key.text_nulls if n.scheme == scheme.name and n.test == test]
         if not others:

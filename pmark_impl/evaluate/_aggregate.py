@@ -16,7 +16,11 @@ negatives) and, when the ``none`` run exists, the same LM's unwatermarked texts:
     text-to-text spread (beta-binomial model of per-text accuracy, X3, M1), with a percentile bootstrap interval
     over texts; ``model`` says which model the prediction assumes, ``observed`` repeats the observed rate beside
     it, ``fit_test`` is the parametric-bootstrap goodness-of-fit test of the model against the observed detected
-    count (issue 35), and ``informative`` is false when that test rejects the model at ``1 − confidence``.
+    count (issue 35), and ``informative`` is false when that test rejects the model at ``1 − confidence``;
+  * ``predicted_tpr_reason`` — why ``predicted_tpr`` is ``null`` (``None`` when there is a prediction): one of
+    :data:`NO_PREDICTION`. A scheme whose statistic is not a count (a record without per-bit ``matches``, e.g. a
+    continuous score) has no bit rate (``bit_rate`` ``null``) and no count model, hence no predicted TPR; nor has a
+    count whose per-bit null probability is not known exactly (``null_p`` ``null``).
 
 Per run: ``quality`` — perplexity as a geometric mean with a log-scale t interval, distinct-2/3 with a
 delete-one-text jackknife interval (each ``{"value", "ci", "method", ...}``).
@@ -35,7 +39,7 @@ from pmark_theory import _eval_intervals as ei
 from pmark_theory import _eval_model_fit as mf
 from pmark_theory import _eval_stats as es
 
-__all__ = ["SCHEMA", "aggregate", "clean_json", "timing"]
+__all__ = ["NO_PREDICTION", "SCHEMA", "aggregate", "clean_json", "no_prediction", "timing"]
 
 SCHEMA = "pmark-evaluate/1"
 
@@ -118,15 +122,23 @@ def _cost(units: list[dict]) -> dict[str, Any]:
     }
 
 
+def _counts(d: dict) -> tuple[list[int], list[int]]:
+    """A detection record's per-channel ``(matches, totals)``; empty for a statistic that is not a count."""
+    return list(d.get("matches") or []), list(d.get("totals") or [])
+
+
 def _bit_rate(dets: list[dict], confidence: float) -> dict[str, Any] | None:
-    width = max((len(d["matches"]) for d in dets), default=0)
+    """The matching-bit rate per channel over ``dets``; ``None`` when no record holds per-bit matches (a statistic
+    that is not a count has no bit rate)."""
+    width = max((len(_counts(d)[0]) for d in dets), default=0)
     if width == 0:
         return None
     k = np.zeros(width, dtype=np.int64)
     n = np.zeros(width, dtype=np.int64)
     for d in dets:
-        k[: len(d["matches"])] += d["matches"]
-        n[: len(d["totals"])] += d["totals"]
+        matches, totals = _counts(d)
+        k[: len(matches)] += matches
+        n[: len(totals)] += totals
     cis = [list(es.clopper_pearson(int(a), int(b), confidence)) for a, b in zip(k, n, strict=True)]
     return {
         "per_channel": [float(a / b) if b else None for a, b in zip(k, n, strict=True)],
@@ -138,6 +150,16 @@ def _bit_rate(dets: list[dict], confidence: float) -> dict[str, Any] | None:
 
 #: What a predicted TPR is (results.json ``predicted_tpr[α].kind``): never the estimate, which is ``tpr``.
 PREDICTION_KIND = "model prediction"
+#: Why there is no predicted TPR (results.json ``predicted_tpr_reason``; ``predicted_tpr`` is then ``null``).
+NO_PREDICTION = {
+    "not a count": "no count model: the scheme's statistic is not a count (its records hold no per-bit matches), "
+    "so no bit rate is measured and no TPR is predicted",
+    "null unknown": "no count model: the per-bit null probability of the scheme's count is not known exactly "
+    "(null_p is null)",
+    "nulls differ": "no count model: the texts' counts have different per-bit null probabilities",
+    "no bits": "no count model: a channel holds no evidence bit in these texts",
+    "no texts": "no texts detected",
+}
 
 
 def _fit_test(
@@ -148,8 +170,8 @@ def _fit_test(
     test = mf.prediction_fit_test(
         np.random.default_rng(seed),
         [d["n_sentences"] for d in dets],
-        [int(sum(d["matches"])) for d in dets],
-        [int(sum(d["totals"])) for d in dets],
+        [int(sum(_counts(d)[0])) for d in dets],
+        [int(sum(_counts(d)[1])) for d in dets],
         detected,
         alpha,
         n_channels=b,
@@ -168,6 +190,22 @@ def _fit_test(
     }
 
 
+def no_prediction(dets: list[dict], bit: dict | None) -> str | None:
+    """Why the texts ``dets`` have no predicted TPR (a value of :data:`NO_PREDICTION`), ``None`` if they have one."""
+    if not dets:
+        return NO_PREDICTION["no texts"]
+    nulls = {d.get("null_p") for d in dets}
+    if bit is None or any(not _counts(d)[0] for d in dets):
+        return NO_PREDICTION["not a count"]
+    if None in nulls:
+        return NO_PREDICTION["null unknown"]
+    if len(nulls) != 1:
+        return NO_PREDICTION["nulls differ"]
+    if 0 in bit["n"]:
+        return NO_PREDICTION["no bits"]
+    return None
+
+
 def _predicted(
     dets: list[dict],
     bit: dict | None,
@@ -178,14 +216,13 @@ def _predicted(
     """Per ``α``: the predicted TPR (a model prediction) under the beta-binomial model of per-text bit accuracy,
     with the bootstrap interval over texts, the observed rate ``observed[α]`` beside it, and the test of the
     model against the observed detected count (one generator per α and purpose, seeded by ``seeds``, so every α
-    sees the same resamples)."""
-    nulls = {d["null_p"] for d in dets}
-    if bit is None or None in nulls or len(nulls) != 1 or 0 in bit["n"]:
+    sees the same resamples); ``None`` where :func:`no_prediction` gives a reason."""
+    if no_prediction(dets, bit) is not None:
         return None
-    null_p = nulls.pop()
+    null_p = dets[0]["null_p"]
     t = np.asarray([d["n_sentences"] for d in dets], dtype=np.int64)
-    k = [int(sum(d["matches"])) for d in dets]
-    n = [int(sum(d["totals"])) for d in dets]
+    k = [int(sum(_counts(d)[0])) for d in dets]
+    n = [int(sum(_counts(d)[1])) for d in dets]
     b = len(bit["n"])
     out = {}
     for a in config.alphas:
@@ -247,6 +284,7 @@ def _attack_entry(run: RunSpec, label: str, units: list[dict], config: EvalConfi
     entry["bit_rate"] = _bit_rate(pos, conf)
     seeds = tuple(unit_seed(config.seed, run.run_id, label, w) for w in ("predicted_tpr", "prediction_fit"))
     entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], entry["tpr"], config, seeds)
+    entry["predicted_tpr_reason"] = no_prediction(pos, entry["bit_rate"])
     entry["mean_sentences"] = float(np.mean([d["n_sentences"] for d in pos])) if pos else None
     return entry
 

@@ -11,6 +11,8 @@ names the model it assumes (``"model"``) where the results record one (issue 28)
 The observed TPR (the exact test's detection rate with its Clopper–Pearson interval) is the estimate; the predicted
 TPR is printed beside it as a MODEL PREDICTION, with the p-value of its model's goodness-of-fit test, and where
 that test rejected the model the cell says ``model rejected by the data (p = …)`` instead of a number (issue 35).
+Where the results give no prediction, the cell is ``—`` and the table's notes say why (``predicted_tpr_reason``:
+e.g. a statistic that is not a count), and the reading guide cites the count claims only for count statistics.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from pmark_impl.evaluate._figures import (
     write_figures,
 )
 from pmark_impl.evaluate._folder import evaluation_folder
-from pmark_impl.evaluate._report_text import HOW_TO_READ as _HOW_TO_READ
 from pmark_impl.evaluate._report_text import SECURITY as _SECURITY
+from pmark_impl.evaluate._report_text import how_to_read, no_prediction_notes, statistic_kinds
 from pmark_impl.evaluate._tables import (
     DASH,
     TABLES_DIR,
@@ -254,6 +256,7 @@ def _detection_run(r: dict[str, Any], alphas: list[str], level: float) -> list[B
             + ": there "
             "the prediction is not informative and the observed TPR is the only estimate."
         )
+    notes += no_prediction_notes(attacks, a1)
     table = Table.of(f"detection-{safe_name(r.get('run'))}", header, rows, f"Detection of {title}.", notes)
     return [head, "", table, "", *_trends(r.get("trends"), level)]
 
@@ -382,7 +385,7 @@ def render_report(
             "",
         ]
     conf_text = f"{_confidence(results):.0%}"
-    lines += [line.replace("{conf}", conf_text) for line in _HOW_TO_READ]
+    lines += [line.replace("{conf}", conf_text) for line in how_to_read(*statistic_kinds(results))]
     return "\n".join(lines)
 
 

@@ -110,8 +110,9 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
     Returns:
       One record per text: ``p_value`` (the verdict's: 1 for "not enough evidence"), ``raw_p_value`` (the exact
       p-value of the counts even with too little evidence), ``score = -log10(raw)``, ``n_sentences``, per-channel
-      ``matches`` / ``totals`` (SemStamp: green sentences; SimMark: pairs in the interval), ``null_p`` (the
-      per-bit null probability of the exact test, ``None`` for SimMark), the verdict and the evidence.
+      ``matches`` / ``totals`` (SemStamp: green sentences; SimMark: pairs in the interval; absent for a statistic
+      that is not a count), ``null_p`` (the per-bit null probability of the exact test, ``None`` for SimMark and
+      for a statistic that is not a count), the verdict and the evidence.
     """
     from pmark_impl.detection import detect_many
     from pmark_impl.schemes import get_scheme

@@ -114,7 +114,10 @@ class Provenance:
     """How a text was generated (see the module docstring for the fields and what is left out).
 
     Attributes:
-      mode, n_candidates, channels, seed, prompt: as :func:`pmark_impl.generation._watermark.generate`.
+      mode, n_candidates, seed, prompt: as :func:`pmark_impl.generation._watermark.generate`.
+      channels: the key channels ``b`` the generation used, or ``None`` for a scheme that uses none
+        (``Scheme.channels`` false: SemStamp, SimMark, a plug-in that declares none). A record written before
+        issue 37 holds the key's ``b`` for such a scheme too, and is read as it is.
       key_fingerprint: the key's public fingerprint (never the secret).
       encoder: the encoder's id; model: the LM's id (``None`` if unknown).
       sampling: ``temperature``, ``top_p``, ``top_k``, ``max_sentence_tokens`` (empty for a sampler without
@@ -133,7 +136,7 @@ class Provenance:
 
     mode: str
     n_candidates: int
-    channels: int
+    channels: int | None
     seed: int
     prompt: str
     key_fingerprint: str
@@ -165,7 +168,7 @@ class Provenance:
         return cls(
             mode=result.mode,
             n_candidates=result.n_candidates,
-            channels=result.channels,
+            channels=_recorded_channels(result.mode, result.channels),
             seed=result.seed,
             prompt=result.prompt,
             key_fingerprint=result.key_fingerprint,
@@ -252,6 +255,19 @@ class Provenance:
             if opt.detect and opt.name in self.settings:
                 out[opt.name] = self.settings[opt.name]
         return out
+
+
+def _recorded_channels(mode: str, channels: int) -> int | None:
+    """``channels`` for a scheme that uses the key's channels, ``None`` for one that declares none (a scheme not
+    found by its name — not registered in this process — keeps ``channels``)."""
+    from pmark_impl.schemes import get_scheme
+    from pmark_theory import PMarkValueError
+
+    try:
+        scheme = get_scheme(mode)
+    except PMarkValueError:
+        return channels
+    return channels if scheme.channels else None
 
 
 def provenance_path(text_path: str | os.PathLike[str]) -> str:

@@ -9,6 +9,8 @@ member name is refused (:func:`pmark_theory.infra.json.loads_strict`), never res
 size-like value (``n_candidates``, ``channels``, ``lsh_dim``, ``n_clusters``, ``max_trials``,
 ``offline_batch``, the steps, ``max_sentence_tokens``) is bounded by :mod:`pmark_impl._limits`, the bounds the
 command line enforces too: a record edited to ``N = 65536`` or ``lsh_dim = 31`` is refused before any work.
+``channels`` is ``null`` for a scheme that uses no key channels (``Scheme.channels`` false; an integer there, as
+records before issue 37 hold, is read as it is) and an integer for one that does.
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def _scheme(f: Any, where: str) -> Any:
         raise ProvenanceError(f"{where}: {exc}") from None
 
 
-def _settings(doc: Any, scheme: Any, n: int, channels: int, where: str) -> dict[str, Any]:
+def _settings(doc: Any, scheme: Any, n: int, channels: int | None, where: str) -> dict[str, Any]:
     from pmark_impl.schemes import recorded_settings
 
     try:
@@ -256,7 +258,8 @@ def parse_provenance(raw: bytes, name: str) -> dict[str, Any]:
     f = _Fields(doc, FIELDS + optional, where)
     scheme = _scheme(f, where)
     n = f.integer("n_candidates", *LIMITS["n_candidates"])
-    channels = f.integer("channels", *LIMITS["channels"])
+    no_channels = f.doc["channels"] is None and not scheme.channels  # a scheme without key channels: null
+    channels = None if no_channels else f.integer("channels", *LIMITS["channels"])
     fingerprint = f.string("key_fingerprint", max_len=16)
     if len(fingerprint) != 16 or not set(fingerprint) <= set("0123456789abcdef"):
         raise f._bad("key_fingerprint", "16 lowercase hexadecimal digits")

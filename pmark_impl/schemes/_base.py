@@ -22,17 +22,47 @@ record and read back from it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
+
+import numpy as np
+
+from pmark_impl.sampling import CandidateLike, SentenceEncoder, SentenceSampler
+
+if TYPE_CHECKING:  # the key and torch stay unimported until a scheme runs
+    import jax
+    import torch
+
+    from pmark_impl.keys import WatermarkKey
+    from pmark_impl.schemes._decision import DetectionResult
 
 __all__ = [
     "DetectRequest",
     "Draw",
+    "Json",
     "Option",
+    "Result",
     "Scheme",
     "SchemeCalibration",
     "Setup",
+    "State",
     "StepOutput",
 ]
+
+#: A strict-JSON value (``None``, ``bool``, ``int``, finite ``float``, ``str``, lists, objects with string keys):
+#: what an option's value, a provenance record's setting and an evaluation record hold.
+Json: TypeAlias = Any
+#: A scheme's per-text state: whatever its ``init`` returns and its ``update`` takes (the driver never reads it).
+State: TypeAlias = Any
+
+
+class Result(Protocol):
+    """What a scheme's detector returns per text (:class:`pmark_impl.DetectionResult` is one; a plug-in may
+    return its own): the p-value, the verdict and a JSON record."""
+
+    p_value: float
+    verdict: str
+
+    def to_dict(self) -> dict[str, Json]: ...
 
 
 class StepOutput(NamedTuple):
@@ -47,7 +77,7 @@ class StepOutput(NamedTuple):
       fallback: no valid candidate within the retries: a uniform fallback was output.
     """
 
-    candidates: list[Any]
+    candidates: list[CandidateLike]
     chosen: int
     selectable: tuple[int, ...]
     matches: int | None = None
@@ -70,20 +100,24 @@ class Option(NamedTuple):
         JSON; anything else a plug-in's check raises is reported as the plug-in's fault
         (:mod:`pmark_impl.schemes._guard`).
       help: one line for ``pmark schemes``.
-      detect: detection needs it and it must match generation (read back from the provenance record).
+      detect: detection needs it. With ``generate=True`` it must match generation (read back from the
+        provenance record); with ``generate=False`` it is the detector's own setting (PMark's soft-count ``delta``
+        and ``K``), given to :func:`pmark_impl.detect` as a keyword and never recorded.
       recorded_default: for an option added after records were written: the value its absence in an older
         record means (``None``: every record has it).
       cli_default: ``pmark generate``'s default when it differs from ``default`` (``None``: the same), e.g. a
         batch size measured fastest on the default model.
+      generate: generation uses it (and the provenance record holds it); ``False`` for a detection-only setting.
     """
 
     name: str
-    default: Any
-    check: Callable[[Any], Any]
+    default: Json
+    check: Callable[[Any], Json]
     help: str
     detect: bool = False
-    recorded_default: Any = None
-    cli_default: Any = None
+    recorded_default: Json = None
+    cli_default: Json = None
+    generate: bool = True
 
 
 class SchemeCalibration(NamedTuple):
@@ -116,9 +150,9 @@ class SchemeCalibration(NamedTuple):
     name: str
     stored_in: str
     command: str
-    fit: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any] | None = None
+    fit: Callable[[SentenceEncoder, Sequence[Any], Mapping[str, Json]], Any] | None = None
     load: Callable[[str], Any] | None = None
-    fit_key: Callable[..., tuple[Any, dict[str, Any]]] | None = None
+    fit_key: Callable[..., tuple[WatermarkKey, dict[str, Json]]] | None = None
     null_tests: tuple[str | None, ...] = (None,)
 
 
@@ -135,15 +169,15 @@ class Setup(NamedTuple):
       splitter: the sentence splitter, or ``None`` (the default one).
     """
 
-    key: Any
-    encoder: Any
+    key: WatermarkKey
+    encoder: SentenceEncoder
     prompt: str
     n_candidates: int
     channels: int
-    settings: Mapping[str, Any]
+    settings: Mapping[str, Json]
     splitter: Callable[[str], list[str]] | None = None
 
-    def embed(self, texts: Sequence[str]) -> Any:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         """``[n, d]`` float64 embeddings of ``texts`` (one encoder batch, checked finite and of the key's ``d``)."""
         from pmark_impl.sampling import embed
 
@@ -162,10 +196,10 @@ class Draw(NamedTuple):
 
     position: int
     context: str
-    sampler: Any
-    generator: Any
+    sampler: SentenceSampler
+    generator: torch.Generator
 
-    def sample(self, n: int) -> list[Any]:
+    def sample(self, n: int) -> list[CandidateLike]:
         """``n`` candidates of the LM from this position's context and generator (checked: ``n`` sentences)."""
         from pmark_impl.sampling import draw_candidates
 
@@ -179,29 +213,30 @@ class DetectRequest(NamedTuple):
       key: the key; encoder: the key's encoder.
       sentences: each text's sentences (split, stripped, non-empty, within the size budget).
       prompt: the prompt the texts continue.
-      settings: the scheme's detection settings (its :class:`Option` s with ``detect=True``), checked.
-      options: the common options, checked: ``alpha``, ``delta``, ``K``, ``test``, ``channels`` (``b``),
-        ``seed``, ``min_sentences``, ``soft_resolution``, ``n_candidates``, ``sampler``, ``splitter``, and
-        ``base``: the settings every result reports (``encoder``, ``key_fingerprint``, ``n_channels``,
-        ``min_sentences``).
+      settings: the scheme's detection settings (its :class:`Option` s with ``detect=True``, the detection-only
+        ones among them), checked.
+      options: the options every detector shares, checked: ``alpha``, ``test`` (the scheme's
+        ``resolve_test``'s answer, or ``None``), ``channels`` (``b``; ``None`` for a scheme without channels),
+        ``seed``, ``min_sentences``, ``n_candidates``, ``sampler``, ``splitter``, and ``base``: the settings every
+        result reports (``encoder``, ``key_fingerprint``, ``n_channels``, ``min_sentences``).
       calibration: the scheme's detector calibration (``SchemeCalibration.stored_in == "detector"``) or ``None``.
       progress: ``progress(k)`` after ``k`` more sentences are processed, or ``None``.
+      scheme: the name of the scheme whose detector runs (the result's ``mode``).
     """
 
-    key: Any
-    encoder: Any
+    key: WatermarkKey
+    encoder: SentenceEncoder
     sentences: list[list[str]]
     prompt: str
-    settings: Mapping[str, Any]
+    settings: Mapping[str, Json]
     options: Mapping[str, Any]
     calibration: Any = None
     progress: Callable[[int], None] | None = None
+    scheme: str = ""
 
-    def embeddings(self) -> list[Any]:
+    def embeddings(self) -> list[np.ndarray]:
         """Each text's ``[T, d]`` embeddings, encoded in batches over all texts (``progress`` is advanced)."""
         import itertools
-
-        import numpy as np
 
         from pmark_impl.sampling import embed_reporting
 
@@ -210,25 +245,80 @@ class DetectRequest(NamedTuple):
         bounds = np.cumsum([0, *(len(s) for s in self.sentences)])
         return [emb[lo:hi] for lo, hi in itertools.pairwise(bounds)]
 
+    def decide(
+        self,
+        p: float,
+        best: float,
+        *,
+        n_sentences: int,
+        statistics: Mapping[str, Json],
+        n_bits: int | None = None,
+        test: str | None = None,
+        evidence: Sequence[Any] = (),
+    ) -> DetectionResult:
+        """The :class:`pmark_impl.DetectionResult` of one text of this request whose test gave p-value ``p``.
+
+        The level, the scheme's name, ``min_sentences`` and the reported settings (``options["base"]`` and the
+        scheme's ``settings``) are read from the request; :func:`pmark_impl.schemes.decide` is the same rule
+        with every value passed.
+
+        Args:
+          p: the text's exact (or valid, ``P_H0(p <= a) <= a``) p-value.
+          best: the smallest p-value the test can give for this text: ``q**n`` for ``n`` bits of null
+            probability ``q`` (a count), ``0.0`` for a continuous statistic (every p-value attainable). The
+            verdict is "not enough evidence" (``p_value = 1``) when ``best > alpha``: the text is too short for
+            the test ever to reject, so its ``p`` says nothing.
+          n_sentences: the text's sentences (fewer than ``min_sentences``: "not enough evidence").
+          statistics: ``{block name: {"p_value": ..., ...}}``, what the test computed (one block per statistic;
+            the block named ``test`` holds the raw p-value, :func:`pmark_impl.detection` reads it).
+          n_bits: the units of evidence, reported (a count's bits; default ``n_sentences``).
+          test: the test's name (default the request's ``options["test"]``, else the only block's name).
+          evidence: per-sentence records (:class:`pmark_impl.SentenceEvidence`), printed only at the evidence level.
+        """
+        from pmark_impl.schemes._decision import verdict
+
+        name = test or self.options.get("test") or (next(iter(statistics)) if len(statistics) == 1 else "")
+        if not name:
+            raise TypeError("decide: give test= (the request names none and statistics has several blocks)")
+        return verdict(
+            p,
+            best,
+            self.options["alpha"],
+            name,
+            self.scheme,
+            n_sentences,
+            n_sentences if n_bits is None else n_bits,
+            dict(statistics),
+            tuple(evidence),
+            self.options["min_sentences"],
+            {**self.options["base"], **self.settings},
+        )
+
 
 def _no_state(setup: Setup) -> None:
     return None
 
 
-def _same_state(setup: Setup, state: Any, text: str) -> Any:
+def _same_state(setup: Setup, state: State, text: str) -> State:
     return state
 
 
 class Scheme(NamedTuple):
     """A sentence-level watermark on the real model (module docstring).
 
+    Four parts are required: ``name``, ``summary``, ``step`` and ``detect``; every other part has a default that
+    a scheme without it can keep (no options, no state, no calibration, no law declared). A detector builds each
+    text's result with :meth:`DetectRequest.decide` (the request carries the level, the scheme's name and
+    settings); for a statistic that is not a count, ``best = 0.0`` and a ``record`` without ``null_p`` mean no
+    count model is claimed (``pmark evaluate`` then shows no predicted TPR).
+
     Attributes:
       name: the registry name (``pmark generate --scheme NAME``, the provenance record's ``mode``).
       summary: one line for ``pmark schemes``.
       step: ``step(rng, setup, state, draw) -> StepOutput``: draw candidates with ``draw.sample(n)``, embed them
         with ``setup.embed(texts)``, apply the scheme's rule (``rng``: the position's JAX key).
-      detect: ``detect(request) -> list of results`` (each with ``.p_value``, ``.verdict``, ``.to_dict()``), or
-        ``None`` for a scheme without a detector.
+      detect: ``detect(request) -> list of results``, one per text of ``request.sentences`` (each a
+        :class:`Result`: :meth:`DetectRequest.decide` makes one), or ``None`` for a scheme without a detector.
       options: the scheme's settings.
       check: ``check(settings, key, n_candidates, channels) -> settings``: the cross-option rules (a green size
         within ``1..M-1``, ``N % 2**b == 0``, ...) and the values that depend on the key; the result is recorded.
@@ -236,8 +326,9 @@ class Scheme(NamedTuple):
         ``n_candidates = 0``: ``N`` is not the generation's (detection): skip the rules on ``N`` and ``b``.
       init: ``init(setup) -> state``, the per-text state before position 0.
       update: ``update(setup, state, sentence) -> state`` after each kept (non-empty) sentence.
-      record: ``record(result) -> dict`` for ``pmark evaluate``: ``raw_p_value``, ``matches``, ``totals``,
-        ``null_p``, ``evidence`` (and anything else to keep beside them).
+      record: ``record(result) -> dict`` for ``pmark evaluate``: ``raw_p_value``, and for a count test
+        ``matches``, ``totals``, ``null_p``, ``evidence`` (:func:`pmark_impl.schemes.count_record`); a
+        continuous statistic gives ``null_p = None`` and no per-bit fields (no predicted TPR is reported).
       calibration: what the scheme calibrates, or ``None``.
       default_n: ``N`` when none is given (``pmark generate``).
       keyed: the watermark depends on the key (SimMark's does not: E20).
@@ -255,18 +346,18 @@ class Scheme(NamedTuple):
 
     name: str
     summary: str
-    step: Callable[[Any, Setup, Any, Draw], StepOutput]
-    detect: Callable[[DetectRequest], list[Any]] | None
+    step: Callable[[jax.Array, Setup, State, Draw], StepOutput]
+    detect: Callable[[DetectRequest], Sequence[Result]] | None
     options: tuple[Option, ...] = ()
-    check: Callable[[dict[str, Any], Any, int, int], dict[str, Any]] | None = None
-    init: Callable[[Setup], Any] = _no_state
-    update: Callable[[Setup, Any, str], Any] = _same_state
-    record: Callable[[Any], dict[str, Any]] | None = None
+    check: Callable[[dict[str, Json], WatermarkKey | None, int, int], dict[str, Json]] | None = None
+    init: Callable[[Setup], State] = _no_state
+    update: Callable[[Setup, State, str], State] = _same_state
+    record: Callable[[Result], dict[str, Json]] | None = None
     calibration: SchemeCalibration | None = None
     default_n: int = 16
     keyed: bool = True
     channels: bool = False
     detect_needs_lm: bool = False
-    resolve_test: Callable[[Any, str | None], str | None] | None = None
-    law: Callable[[Setup, Sequence[str], Any], Any] | None = None
+    resolve_test: Callable[[WatermarkKey, str | None], str | None] | None = None
+    law: Callable[[Setup, Sequence[str], np.ndarray], np.ndarray] | None = None
     claims: tuple[str, ...] = ()

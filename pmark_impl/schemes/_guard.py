@@ -57,7 +57,10 @@ __all__ = [
 
 #: Deepest nesting of an option's value accepted as JSON.
 MAX_JSON_DEPTH = 32
-#: ``id(guarded scheme) -> (guarded scheme, the plug-in's own scheme)``.
+#: ``id(guarded scheme) -> (guarded scheme, the plug-in's own scheme)``. Keyed by ``id`` because a ``Scheme`` (a
+#: tuple) can be neither hashed reliably (its parts may be unhashable) nor weakly referenced; holding the guarded
+#: scheme itself keeps its ``id`` from being reused, and the registry guards each plug-in once per process, so the
+#: table holds one entry per loaded plug-in.
 _GUARDED: dict[int, tuple[Scheme, Scheme]] = {}
 
 

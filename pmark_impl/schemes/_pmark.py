@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -18,21 +19,23 @@ import numpy as np
 from pmark_impl.keys import centred_text_proxies
 from pmark_impl.sampling import (
     check_candidates,
+    check_number,
     context_for,
     embed,
     embed_reporting,
     sampler_device,
     torch_generator,
 )
-from pmark_impl.schemes._base import DetectRequest, SchemeCalibration, Setup
-from pmark_impl.schemes._pmark_stats import pmark_results
+from pmark_impl.schemes._base import DetectRequest, Option, SchemeCalibration, Setup
+from pmark_impl.schemes._pmark_stats import ADAPTIVE_RESOLUTION, pmark_results
 from pmark_impl.schemes._results import count_record
 from pmark_theory._centring import centred_proxies, context_centres, step_centre
 from pmark_theory._hd import hd_median
-from pmark_theory._validate import PMarkValueError
+from pmark_theory._validate import PMarkValueError, check_delta_k, check_positive_int
 
 __all__ = [
     "CENTRING",
+    "DETECT_OPTIONS",
     "bits_and_centre",
     "count_record",
     "detect",
@@ -78,6 +81,48 @@ CENTRING = SchemeCalibration(
 )
 
 
+def _delta(value: Any) -> float:
+    return check_delta_k(check_number("delta", value), 1.0)[0]
+
+
+def _smoothing(value: Any) -> float:
+    smooth = check_delta_k(0.0, check_number("K", value))[1]
+    if not math.isfinite(smooth):  # as pmark detect --K: the limit K = inf is the hard count (test "hard")
+        raise PMarkValueError(
+            f"K (smoothing factor) must be finite and > 0, got {smooth} (K = inf is the hard count)"
+        )
+    return smooth
+
+
+def _resolution(value: Any) -> int:
+    return check_positive_int("soft_resolution", value)
+
+
+#: PMark's detection-only settings (the soft count's, E9 and X4): keywords of :func:`pmark_impl.detect` for the
+#: PMark schemes, never recorded at generation.
+DETECT_OPTIONS = (
+    Option(
+        "delta", 0.001, _delta, "soft-count margin δ >= 0 (paper: 0.001; E9)", detect=True, generate=False
+    ),
+    Option(
+        "K",
+        150.0,
+        _smoothing,
+        "soft-count smoothing K, finite > 0 (paper: 150; E9)",
+        detect=True,
+        generate=False,
+    ),
+    Option(
+        "soft_resolution",
+        None,
+        _resolution,
+        "lattice of X4's soft p-value for bT > 20 bits (None: adaptive, computed for the soft tests only)",
+        detect=True,
+        generate=False,
+    ),
+)
+
+
 def init(setup: Setup) -> tuple[np.ndarray, ...]:
     """No sentence kept yet."""
     return ()
@@ -105,7 +150,11 @@ def bits_and_centre(
 def detect(request: DetectRequest, *, online: bool) -> list[Any]:
     """PMark detection of a batch of texts (module docstring); ``online``: medians resampled with the LM."""
     key, encoder, split, opts = request.key, request.encoder, request.sentences, request.options
+    settings = request.settings
     b = opts["channels"]
+    resolution = settings["soft_resolution"]
+    if resolution is None and opts["test"] in ("soft", "soft_per_key"):
+        resolution = ADAPTIVE_RESOLUTION
     lengths = [len(s) for s in split]
     bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = [s for sentences in split for s in sentences]
@@ -149,12 +198,12 @@ def detect(request: DetectRequest, *, online: bool) -> list[Any]:
         test=opts["test"],
         b=b,
         alpha=opts["alpha"],
-        delta=opts["delta"],
-        K=opts["K"],
+        delta=settings["delta"],
+        K=settings["K"],
         seed=opts["seed"],
         n_candidates=opts["n_candidates"],
         min_sentences=opts["min_sentences"],
-        soft_resolution=opts["soft_resolution"],
+        soft_resolution=resolution,
         base=dict(opts["base"]),
     )
 

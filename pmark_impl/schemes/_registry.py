@@ -78,7 +78,7 @@ RESERVED_NAMES = frozenset({"none"})
 #: own options (a setting of that name would be mixed up with them).
 RESERVED_OPTIONS = frozenset(
     "key sampler encoder prompt scheme mode n_candidates max_sentences seed channels progress splitter model_name "
-    "text texts delta K alpha test min_sentences soft_resolution calibration model temperature top_p top_k device "
+    "text texts alpha test min_sentences calibration model temperature top_p top_k device "
     "out force provenance no_provenance n file json evidence quiet prompt_file allow_insecure_key scheme_set set "
     "max_sentence_tokens func command load schemes attack grid limit field format key_seed oracle".split()
 )

@@ -53,7 +53,21 @@ def decide(
     """The :class:`pmark_impl.DetectionResult` of a test with p-value ``p`` (smallest attainable: ``best``).
 
     The verdict is "not enough evidence" (``p_value = 1``) with fewer than ``min_sentences`` sentences or when
-    ``best > alpha``, else "watermarked" iff ``p <= alpha``.
+    ``best > alpha``, else "watermarked" iff ``p <= alpha``. Inside a detector,
+    :meth:`pmark_impl.schemes.DetectRequest.decide` is the same rule reading ``alpha``, ``scheme``,
+    ``min_sentences`` and ``settings`` from the request.
+
+    Args:
+      p: the exact (or valid) p-value of the text.
+      best: the smallest p-value the test can give for this text: ``q**n`` for a count of ``n`` bits each of
+        null probability ``q``; ``0.0`` for a continuous statistic (every p-value in ``(0, 1]`` attainable), so
+        that only ``min_sentences`` can make its verdict "not enough evidence".
+      alpha, test, scheme, n_sentences, min_sentences: the level, the test's and the scheme's names, the text's
+        sentences and the fewest sentences decided on.
+      n_bits: the units of evidence reported (a count's bits; a continuous statistic: its sentences).
+      statistics: ``{block: {"p_value": ..., ...}}`` (the block named ``test`` holds the raw p-value).
+      settings: the settings the result reports.
+      evidence: per-sentence records, printed only at the evidence level.
     """
     return _verdict(
         p,

@@ -20,8 +20,12 @@ __all__ = ["is_default", "known_options", "recorded_settings", "resolve_settings
 
 
 def scheme_options(scheme: Scheme, side: str = "generate") -> tuple[Option, ...]:
-    """The scheme's options used on ``side`` (``"generate"``: all; ``"detect"``: those with ``detect=True``)."""
-    return tuple(o for o in scheme.options if side == "generate" or o.detect)
+    """The scheme's options used on ``side``: ``"generate"``, those with ``generate=True`` (what a provenance
+    record holds); ``"detect"``, those with ``detect=True`` (the detection-only ones among them); ``"record"``,
+    those a provenance record holds that detection reads back (both flags)."""
+    if side == "record":
+        return tuple(o for o in scheme.options if o.generate and o.detect)
+    return tuple(o for o in scheme.options if (o.generate if side == "generate" else o.detect))
 
 
 def known_options() -> dict[str, list[tuple[str, Option]]]:
@@ -74,7 +78,13 @@ def resolve_settings(
     for name, value in given.items():
         if value is None or name in mine:
             continue
-        if any(o.name == name for o in scheme.options):  # a generation-only option at detection
+        if any(
+            o.name == name for o in scheme.options
+        ):  # an option of the other side (generation / detection)
+            if side == "generate":
+                raise PMarkValueError(
+                    f"{name} is a detection setting of scheme {scheme.name!r}: give it to detect, not generate"
+                )
             continue
         others = known_options() if others is None else others
         declared = others.get(name, [])
@@ -102,7 +112,7 @@ def resolve_settings(
 
 def _detect_check(scheme: Scheme, settings: dict[str, Any], key: Any) -> dict[str, Any]:
     """The cross-option check on the detection settings (the generation-only options at their defaults)."""
-    full = {o.name: o.default for o in scheme.options}
+    full = {o.name: o.default for o in scheme_options(scheme, "generate")}
     full.update(settings)
     checked = scheme.check(full, key, 0, 0)
     return {name: checked.get(name, value) for name, value in settings.items()}
@@ -118,14 +128,15 @@ def recorded_settings(scheme: Scheme, doc: Any, where: str) -> dict[str, Any]:
     """
     if not isinstance(doc, dict):
         raise PMarkValueError(f"{where} must be an object")
-    names = [o.name for o in scheme.options]
+    recorded = scheme_options(scheme, "generate")
+    names = [o.name for o in recorded]
     extra = sorted(set(doc) - set(names))
     if extra:
         raise PMarkValueError(
             f"{where} (mode {scheme.name}) has unknown field(s) {', '.join(map(repr, extra))}"
         )
     out: dict[str, Any] = {}
-    for opt in scheme.options:
+    for opt in recorded:
         if opt.name in doc and doc[opt.name] is None and opt.default is None:
             out[opt.name] = (
                 None  # an option left unresolved at its None default (as resolve_settings keeps it)

@@ -126,6 +126,7 @@ SCHEME = Scheme(
             "candidates per sampler call; the draw stops at the first batch holding a perfect match",
             cli_default=16,  # pmark generate: the fastest per sentence measured on SmolLM2
         ),
+        *_pmark.DETECT_OPTIONS,
     ),
     init=_pmark.init,
     update=_pmark.update,

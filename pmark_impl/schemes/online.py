@@ -88,6 +88,7 @@ SCHEME = Scheme(
     summary="PMark online: N candidates, b balanced rank halvings; distortion-free for N % 2^b == 0 (C10)",
     step=_step,
     detect=_detect,
+    options=_pmark.DETECT_OPTIONS,
     check=_check,
     init=_pmark.init,
     update=_pmark.update,

@@ -69,6 +69,7 @@ print(json.dumps({{"again": again, "unchanged": unchanged, "edited": edited, "ou
 """
 
 
+@pytest.mark.slow  # a fresh Python process per audit (~10 s each); the fuzz suite keeps the in-process paths
 def test_an_edited_target_is_audited_afresh_and_an_unchanged_one_resumes(tmp_path):
     """v1's detector raises: the audit stops in the null part, its first parts cached. In a new process (another
     hash seed) the same audit reuses them, unchanged on disk. Then the user fixes the detector and, in the same
@@ -163,6 +164,7 @@ print(json.dumps({{"case": "api", "rc": None, "err": outcome}}), flush=True)
 """
 
 
+@pytest.mark.slow  # a fresh Python process per audit (~10 s each); the fuzz suite keeps the in-process paths
 def test_a_target_that_ends_the_process_never_passes(tmp_path):
     """os._exit(0) at import, in the factory, generate or detect, sys.exit(0) at import, exec of a program that
     exits 0: each is exit 2 with one line and no report; ``pmark_impl.testing.audit`` raises. On e03a448 the

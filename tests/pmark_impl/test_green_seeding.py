@@ -158,6 +158,7 @@ def test_provenance_round_trip_and_old_records(tmp_path):
         load_provenance(path)
     doc["settings"]["green_seeding"] = "cell"
     doc["mode"], doc["settings"] = "offline", {"offline_batch": 4, "green_seeding": "cell"}
+    doc["channels"] = key.channels  # an offline record holds b (a SemStamp record holds null since issue 37)
     path.write_text(json.dumps(doc))
     with pytest.raises(ProvenanceError, match="unknown field"):  # only the SemStamp modes record it
         load_provenance(path)
