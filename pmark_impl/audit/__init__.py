@@ -9,26 +9,19 @@ process whose answer the caller checks (:mod:`~pmark_impl.audit._isolate`), what
 read under the time limit (:mod:`~pmark_impl.audit._guard`), every size has a bound
 (:data:`~pmark_impl.audit._config.LIMITS`) and every argument is checked first (:mod:`~pmark_impl.audit._checks`).
 
-The face also carries what ``pmark audit`` (:mod:`pmark_impl.cli.audit`) drives: the folder's lock and kind, the
-bounds, the child process (:func:`isolated`, :func:`parent_threads`, :func:`audit_in_process`), the report writer.
+``pmark audit`` (:mod:`pmark_impl.cli.audit`) drives one function, :func:`audit_to_folder`
+(:mod:`~pmark_impl.audit._command`): the folder's checks, the target in a child process, the report read back.
 """
 
 from __future__ import annotations
 
-from pmark_impl.audit._checks import LOCK_NAME, REPORT_KIND, check_documents
+from pmark_impl.audit._checks import REPORT_KIND
+from pmark_impl.audit._command import audit_to_folder
 from pmark_impl.audit._config import LIMITS, MAX_TIMEOUT, QUICK, AuditConfig, check_config
 from pmark_impl.audit._env import DEFAULT_PROMPTS, AuditEnv, HashBagEncoder, model_env, tiny_env
-from pmark_impl.audit._isolate import AuditProcessError, isolated, parent_threads
+from pmark_impl.audit._isolate import AuditProcessError
 from pmark_impl.audit._report import write_audit
-from pmark_impl.audit._run import (
-    AUDIT_VERSION,
-    PARTS,
-    AuditReport,
-    audit,
-    audit_in_process,
-    json_bytes,
-    warm_corpus,
-)
+from pmark_impl.audit._run import AUDIT_VERSION, PARTS, AuditReport, audit
 from pmark_impl.audit._scheme_target import SchemeTarget, scheme_target
 from pmark_impl.audit._target import (
     CLAIMS,
@@ -46,7 +39,6 @@ __all__ = [
     "DEFAULT_CLAIMS",
     "DEFAULT_PROMPTS",
     "LIMITS",
-    "LOCK_NAME",
     "MAX_TIMEOUT",
     "OUTPUTS",
     "PARTS",
@@ -61,17 +53,12 @@ __all__ = [
     "Target",
     "TargetError",
     "audit",
-    "audit_in_process",
+    "audit_to_folder",
     "check_config",
-    "check_documents",
-    "isolated",
-    "json_bytes",
     "load_target",
     "model_env",
-    "parent_threads",
     "resolve_target",
     "scheme_target",
     "tiny_env",
-    "warm_corpus",
     "write_audit",
 ]

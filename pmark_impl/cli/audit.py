@@ -17,13 +17,12 @@ has an upper bound (:data:`pmark_impl.audit._config.LIMITS`, ``--timeout`` at mo
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from pmark_impl._limits import MAX_CANDIDATES
-from pmark_impl.audit import LIMITS, LOCK_NAME, MAX_TIMEOUT, REPORT_KIND
+from pmark_impl.audit import LIMITS, MAX_TIMEOUT, REPORT_KIND
 from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError
 from pmark_impl.cli.options import float_type, int_type, one_line
@@ -32,8 +31,6 @@ __all__ = ["EXIT_AUDIT_ERROR", "REPORT_KIND", "add_parser", "cmd_audit"]
 
 #: Exit status of an internal error during an audit (1 means a claimed guarantee is violated).
 EXIT_AUDIT_ERROR = 3
-
-_LOCK = LOCK_NAME
 
 
 def _size(field: str) -> Any:
@@ -172,38 +169,17 @@ def _env(args: argparse.Namespace) -> Any:
     return model_env(sampler, encoder, args.lm, prompts)
 
 
-def _complete(out: Path) -> bool:
-    from pmark_theory.infra.json import loads_strict
-
-    try:
-        doc = loads_strict((out / "results.json").read_bytes(), "results.json")
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and "passed" in doc
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run the audit; see the module docstring for the exit status."""
-    from pmark_impl.audit import check_config, check_documents, isolated, parent_threads, warm_corpus
+    from pmark_impl.audit import audit_to_folder, check_config
     from pmark_impl.cli.scheme_options import parse_set
-    from pmark_theory.infra.owned import FolderError, probe_folder
 
     config = check_config(_config(args))
-    out: Path = args.out
-    try:
-        probe_folder(out, REPORT_KIND, ignore=(_LOCK,), what="--out")
-    except FolderError as exc:
-        raise CLIError(str(exc)) from None
-    if _complete(out) and not args.force:
-        raise CLIError(
-            f"a complete audit report already exists in {out}; pass --force to replace it or choose another --out"
-        )
     documents = None
     if args.corpus is not None:
         from pmark_impl._corpus import read_corpus
 
         documents = read_corpus(args.corpus, min_sentences=config.sentences)
-        check_documents(documents, config)  # too small for the null part: refused now, not after two parts
     options: dict[str, Any] = {}
     if args.calibrated:
         options["calibrated"] = True
@@ -211,104 +187,44 @@ def cmd_audit(args: argparse.Namespace) -> int:
         options["n_candidates"] = args.n
     if args.set:
         options["settings"] = parse_set(args.set)
-    with parent_threads():
-        # a missing or unregistered target is refused before any model is built; its module is imported in a
-        # child, as the audit runs in one (no top-level code of the target runs in this process)
-        isolated(lambda _: _resolve(args.target), name=args.target)
-        env = _env(args)
-        warm_corpus(config, documents)
+    options["timeout"] = args.timeout
+    progress = None if args.no_progress else _progress()
+    try:
         try:
-            answer = isolated(lambda _: _audit_child(args, env, config, documents, options), name=args.target)
-        except (ValueError, OSError, KeyboardInterrupt, CLIError):  # the target's or the user's: 2 / 130
-            raise
-        except Exception as exc:
-            if models.debug():
-                raise
-            from pmark_impl.audit import AuditProcessError
-
-            what = str(exc) if isinstance(exc, AuditProcessError) else f"{type(exc).__name__}: {exc}"
-            print(
-                f"pmark: error: {one_line(what.strip().splitlines()[0])} (an internal error of pmark audit, not a "
-                "verdict on the target; set PMARK_DEBUG=1 for the traceback)",
-                file=sys.stderr,
+            doc = audit_to_folder(
+                args.target,
+                lambda: _env(args),
+                config,
+                args.out,
+                force=args.force,
+                documents=documents,
+                options=options,
+                progress=progress,
             )
-            return EXIT_AUDIT_ERROR
-    doc = _read_back(out, answer, args.target)
+        finally:
+            if progress is not None:  # end the progress line (the child wrote it) before any message
+                sys.stderr.write("\n")
+    except (ValueError, OSError, KeyboardInterrupt, CLIError):  # the target's or the user's: 2 / 130
+        raise
+    except Exception as exc:
+        if models.debug():
+            raise
+        from pmark_impl.audit import AuditProcessError
+
+        what = str(exc) if isinstance(exc, AuditProcessError) else f"{type(exc).__name__}: {exc}"
+        print(
+            f"pmark: error: {one_line(what.strip().splitlines()[0])} (an internal error of pmark audit, not a "
+            "verdict on the target; set PMARK_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_AUDIT_ERROR
     print(
-        f"audit of {doc['target']}: {'PASSED' if doc['passed'] else 'FAILED'} — report: {out / 'report.md'}"
+        f"audit of {doc['target']}: {'PASSED' if doc['passed'] else 'FAILED'} — report: {args.out / 'report.md'}"
     )
     for v in doc["verdicts"]:
         flag = "VIOLATED" if v["claimed"] and v["status"] == "violated" else v["status"]
         print(f"  [{flag:>8}] {v['guarantee']}{' (claimed)' if v['claimed'] else ''}: {v['detail']}")
     return 0 if doc["passed"] else 1
-
-
-def _resolve(spec: str) -> str:
-    """The target's kind (``"scheme"`` or ``"factory"``): imports its module (in the child)."""
-    from pmark_impl.audit import resolve_target
-
-    return resolve_target(spec)[0]
-
-
-def _audit_child(
-    args: argparse.Namespace, env: Any, config: Any, documents: Any, options: dict[str, Any]
-) -> Any:
-    """In the child: load the target, claim the folder, run the parts, write the report; answer its digest."""
-    from pmark_impl.audit import audit_in_process, json_bytes, load_target, write_audit
-    from pmark_theory.infra.lock import OutputInUseError, OutputLock
-    from pmark_theory.infra.owned import claim_folder
-
-    try:
-        target = load_target(args.target, env, timeout=args.timeout, **options)
-    except TypeError as exc:
-        raise CLIError(f"audit target {args.target}: {exc}") from None
-    lock = OutputLock(args.out)
-    try:
-        lock.acquire()
-    except OutputInUseError as exc:
-        raise CLIError(str(exc)) from None
-    try:
-        folder = claim_folder(args.out, REPORT_KIND, tool="pmark audit", ignore=(_LOCK,), what="--out")
-        if args.force:  # a fresh audit: the earlier report and its cached parts go (only files pmark wrote)
-            folder.clear()
-        folder.remove_debris()
-        progress = None if args.no_progress else _progress()
-        try:
-            report = audit_in_process(
-                target, env, config, documents=documents, folder=folder, progress=progress
-            )
-            write_audit(folder, report)
-        finally:
-            if progress is not None:
-                sys.stderr.write("\n")
-    finally:
-        lock.release()
-    return {"sha256": hashlib.sha256(json_bytes(report.to_dict())).hexdigest(), "passed": report.passed}
-
-
-def _read_back(out: Path, answer: Any, target: str) -> dict[str, Any]:
-    """The report the child wrote, read back and checked against its answer (digest, verdict, ``report.md``)."""
-    from pmark_impl.audit import TargetError
-    from pmark_theory.infra.json import loads_strict
-
-    try:
-        data = (out / "results.json").read_bytes()
-        doc = loads_strict(data, "results.json")
-    except (OSError, ValueError):
-        data, doc = b"", None
-    if (
-        not isinstance(answer, dict)
-        or not isinstance(doc, dict)
-        or hashlib.sha256(data).hexdigest() != answer.get("sha256")
-        or doc.get("passed") is not answer.get("passed")
-        or not isinstance(doc.get("verdicts"), list)
-        or not (out / "report.md").is_file()
-    ):
-        raise TargetError(
-            f"audit target {target}: the audit's report in {out} is not complete or not the one the audit wrote "
-            "(it changed while pmark audit ran); no verdict"
-        )
-    return doc
 
 
 def _progress() -> Any:

@@ -263,7 +263,7 @@ def test_isolated_answers_values_errors_progress_and_refuses_a_silent_end(monkey
 
 def test_the_cli_exits_only_on_the_report_the_child_wrote(tmp_path):
     """The parent reads ``results.json`` back: another digest, another verdict or no ``report.md`` is exit 2."""
-    from pmark_impl.cli.audit import _read_back
+    from pmark_impl.audit._command import read_back as _read_back
 
     data = b'{"target": "t", "passed": true, "verdicts": []}\n'
     (tmp_path / "results.json").write_bytes(data)
