@@ -117,6 +117,26 @@ from pmark_theory._rules import (
     select_from_mask,
     signs,
 )
+from pmark_theory._scan import (
+    ScanThreshold,
+    Segment,
+    Window,
+    best_window,
+    scan_pvalue,
+    scan_pvalues,
+    scan_scores,
+    scan_segments,
+    scan_sf,
+    scan_threshold,
+)
+from pmark_theory._scan_lattice import as_drift, llr_drift
+from pmark_theory._scan_windows import (
+    MinWindow,
+    bonferroni_pvalue,
+    min_p_fwer,
+    min_window_pvalue,
+    window_pvalues,
+)
 from pmark_theory._seed_resampling import resampled_counts, resampling_pvalue
 from pmark_theory._seeds import (
     SEEDING_MODES,

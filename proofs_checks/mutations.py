@@ -35,6 +35,7 @@ from pmark_theory._rules import SelectionRule, offline_mask, online_mask
 from proofs_checks import (
     _mutations_eval,
     _mutations_per_key,
+    _mutations_scan,
     _mutations_security,
     _mutations_seeds,
     _mutations_text_null,
@@ -393,6 +394,7 @@ for _extra in (
     _mutations_per_key.MUTATIONS,
     _mutations_text_null.MUTATIONS,
     _mutations_eval.MUTATIONS,
+    _mutations_scan.MUTATIONS,
 ):
     for _cid, _ms in _extra.items():
         MUTATIONS.setdefault(_cid, []).extend(_ms)

@@ -14,6 +14,7 @@ from proofs_checks.checks import (
     _per_key_checks,
     _per_key_test_checks,
     _robustness_checks,
+    _scan_checks,
     _security_checks,
     _seed_detection_checks,
     _semstamp_checks,
