@@ -31,7 +31,7 @@ import jax
 import numpy as np
 from scipy import stats
 
-from pmark_impl.schemes import DetectRequest, Option, Scheme, StepOutput, count_record
+from pmark_impl.schemes import DetectRequest, Option, Scheme, SentenceLaws, StepOutput, count_record
 from pmark_theory import PMarkValueError, plugin
 
 __all__ = ["direction", "halfspace"]
@@ -87,6 +87,18 @@ def _detect(request: DetectRequest) -> list[Any]:
     return out
 
 
+def _sentence_laws(request: DetectRequest, result: Any, shift: int) -> SentenceLaws:
+    """Localisation's evidence: is sentence ``t`` in the half-space of position ``t - shift``; null
+    ``Bernoulli(1/2)`` per sentence over keys, independent across positions (sentences before the shift: none)."""
+    emb, label = request.embeddings()[0], request.settings["label"]
+    rows = [t - shift for t in range(len(emb))]
+    counts = np.array(
+        [int(emb[t] @ direction(request.key, r, label) > 0) if r >= 0 else 0 for t, r in enumerate(rows)]
+    )
+    laws = [np.array([0.5, 0.5]) if r >= 0 else np.array([1.0, 0.0]) for r in rows]
+    return SentenceLaws(counts, laws, 0.5, "over keys: Bernoulli(1/2) per sentence (the sphere's symmetry)")
+
+
 def _record(result: Any) -> dict[str, Any]:
     """What ``pmark evaluate`` keeps: the green bits, null 1/2 per bit."""
     stats_ = result.statistics["green_count"]
@@ -114,4 +126,5 @@ def halfspace() -> Scheme:
         ),
         record=_record,
         default_n=8,
+        sentence_laws=_sentence_laws,
     )

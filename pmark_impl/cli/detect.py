@@ -99,6 +99,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             test=args.test,
             channels=s["channels"],
             seed=args.seed,
+            localize=args.localize_mode if args.localize else False,
             progress=bar.update,
             scheme=s["mode"],
             calibration=calibration,
@@ -270,6 +271,19 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="print per-sentence evidence (f, medians, key bits, matches). Whoever sees this output can recover "
         "the secret key: for the key holder only",
+    )
+    p.add_argument(
+        "--localize",
+        action="store_true",
+        help='also report the windows of consecutive sentences that carry the watermark ("segments": start, end, '
+        "p_value family-wise over all windows, key_position; L1, docs/localisation.md)",
+    )
+    p.add_argument(
+        "--localize-mode",
+        choices=["shifted", "aligned"],
+        default="shifted",
+        help="with --localize: shifted (default) finds a pasted paragraph wherever it sits (every alignment, "
+        "Bonferroni over them); aligned scans the text's own positions only (exact, more power in place)",
     )
     p.add_argument("--decision-only", action="store_true", help=DECISION_HELP)
     p.add_argument("--count-queries", default=None, metavar="STATE", help=COUNT_HELP)

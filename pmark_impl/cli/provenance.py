@@ -186,6 +186,10 @@ def check_detection_flags(key: Any, settings: Mapping[str, Any], test: str | Non
     if scheme.detect is None:
         raise PMarkValueError(f"scheme {scheme.name!r} has no detector")
     resolved = scheme_test(scheme, key, test)
+    if args is not None and getattr(args, "localize", None):
+        from pmark_impl.schemes import check_localizable
+
+        check_localizable(scheme)
     if (
         settings.get("provenance") is None and args is not None
     ):  # with a record, resolve_detection checked them

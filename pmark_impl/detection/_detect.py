@@ -79,11 +79,16 @@ from pmark_impl.schemes import (
     DetectionResult,
     DetectRequest,
     SentenceEvidence,
+    check_localizable,
+    check_localize_mode,
     get_scheme,
     resolve_channels,
     resolve_scheme,
     resolve_settings,
     scheme_test,
+)
+from pmark_impl.schemes import (
+    localize as localize_results,
 )
 from pmark_theory._validate import (
     PMarkValueError,
@@ -136,6 +141,7 @@ def detect(
     progress: Callable[[int], None] | None = None,
     splitter: Callable[[str], list[str]] | None = None,
     calibration: Any = None,
+    localize: bool | str = False,
     **settings: Any,
 ) -> Any:
     """Test ``text`` for the watermark of ``key`` (one-sided; X3 exact, X4 calibrated; E11, E13, K1).
@@ -171,6 +177,14 @@ def detect(
         position's resampling (online) — so ``progress=tqdm_bar.update`` counts the text's sentences.
       splitter: sentence splitter returning a list of ``str`` (default ``pmark_impl.sampling._segment.split_sentences``).
       calibration: the scheme's detector calibration (SimMark's ``γ``: :func:`pmark_impl.load_simmark_calibration`).
+      localize: also find the windows of consecutive sentences that carry the watermark (L1,
+        ``docs/localisation.md``): ``result.segments`` lists ``{"start", "end", "p_value", "key_position"}``
+        (0-based sentences, end exclusive; ``key_position``: the key's position of the segment's first sentence)
+        whose adjusted p-value is ``<= alpha`` — family-wise over all windows and alignments, so a human text has
+        any segment with probability ``<= alpha``; ``statistics["localization"]`` says for what it is exact.
+        ``True`` or ``"shifted"``: every alignment (a pasted paragraph is found wherever it sits; Bonferroni over
+        the ``2T - 1`` alignments); ``"aligned"``: the text's own positions only (exact, no correction). A scheme
+        without per-sentence evidence (``Scheme.sentence_laws``) is refused. The verdict is unchanged.
       **settings: the scheme's detection settings (``pmark schemes`` lists them). Those recorded at generation
         must match it: SemStamp's ``lsh_dim`` / ``n_clusters`` (``None``: the ``k`` of the key's fitted
         centroids, else 8), ``gamma`` and ``green_seeding`` (``"cell"``: the binomial p-value is approximate
@@ -209,6 +223,7 @@ def detect(
         progress=progress,
         splitter=splitter,
         calibration=calibration,
+        localize=localize,
     )
     return _detect_texts(key, [text], ["text"], encoder, options, settings)[0]
 
@@ -263,6 +278,7 @@ _DEFAULTS: dict[str, Any] = {
     "progress": None,
     "splitter": None,
     "calibration": None,
+    "localize": False,
 }
 
 
@@ -287,7 +303,9 @@ def _detect_texts(
     scheme, request = detection_request(key, texts, names, encoder, options, settings)
     if request is None:
         return []
-    return apply_text_nulls(scheme, request, scheme.detect(request), scheme.detect)
+    results = apply_text_nulls(scheme, request, scheme.detect(request), scheme.detect)
+    mode = request.options["localize"]
+    return results if mode is None else localize_results(scheme, request, results, mode)
 
 
 def detection_request(
@@ -322,6 +340,9 @@ def detection_request(
     prompt = check_str("prompt", o["prompt"])
     progress = check_callable("progress", o["progress"])
     splitter = check_callable("splitter", o["splitter"])
+    localize_mode = check_localize_mode(o["localize"])
+    if localize_mode is not None:
+        check_localizable(scheme)
     b = resolve_channels(key, o["channels"])
     check_encoder(encoder, key.dim, key.encoder)
     sampler, n_candidates = o["sampler"], o["n_candidates"]
@@ -346,6 +367,7 @@ def detection_request(
             "n_candidates": n_candidates,
             "sampler": sampler,
             "splitter": splitter,
+            "localize": localize_mode,
             "base": {
                 "encoder": key.encoder,
                 "key_fingerprint": key.fingerprint,

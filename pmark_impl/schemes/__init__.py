@@ -30,6 +30,7 @@ from pmark_impl.schemes._base import (
     Option,
     Scheme,
     SchemeCalibration,
+    SentenceLaws,
     Setup,
     StepOutput,
 )
@@ -49,6 +50,14 @@ from pmark_impl.schemes._decision import (
     output_record,
     record_json,
     verdict,
+)
+from pmark_impl.schemes._localize import (
+    LOCALIZATION_NOTE,
+    LOCALIZE_MODES,
+    MAX_LOCALIZE_SENTENCES,
+    check_localizable,
+    check_localize_mode,
+    localize,
 )
 from pmark_impl.schemes._pmark_calibrate import (
     ALPHAS,
@@ -92,6 +101,9 @@ __all__ = [
     "DEFAULT_SCHEME",
     "DETECTOR_OUTPUT_LEVELS",
     "EVIDENCE_WARNING",
+    "LOCALIZATION_NOTE",
+    "LOCALIZE_MODES",
+    "MAX_LOCALIZE_SENTENCES",
     "PMARK_TESTS",
     "TOTAL_STATISTICS",
     "VERDICT_NOT_ENOUGH",
@@ -106,6 +118,7 @@ __all__ = [
     "Scheme",
     "SchemeCalibration",
     "SentenceEvidence",
+    "SentenceLaws",
     "Setup",
     "SimMarkCalibration",
     "SimMarkDetection",
@@ -113,6 +126,8 @@ __all__ = [
     "available_schemes",
     "calibrate_key",
     "calibrate_simmark",
+    "check_localizable",
+    "check_localize_mode",
     "clopper_pearson",
     "count_record",
     "decide",
@@ -125,6 +140,7 @@ __all__ = [
     "key_fpr_study",
     "known_options",
     "load_simmark_calibration",
+    "localize",
     "output_record",
     "record_json",
     "recorded_settings",

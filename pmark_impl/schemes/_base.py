@@ -43,6 +43,7 @@ __all__ = [
     "Result",
     "Scheme",
     "SchemeCalibration",
+    "SentenceLaws",
     "Setup",
     "State",
     "StepOutput",
@@ -295,6 +296,30 @@ class DetectRequest(NamedTuple):
         )
 
 
+class SentenceLaws(NamedTuple):
+    """One text's per-sentence evidence and its null laws under one alignment: what localisation scans (L1).
+
+    The alignment ``shift`` (an argument of ``Scheme.sentence_laws``) scores sentence ``t`` against the key's
+    material of position ``t - shift``: ``shift = 0`` is the text as generated; a paragraph pasted ``k`` sentences
+    into a human document is aligned at ``shift = k``. A sentence with no position under the shift (``t < shift``)
+    gets the evidence 0 with a point-mass law at 0 (it can never raise a window's score).
+
+    Attributes:
+      counts: ``[T]`` integer evidence per sentence (PMark: matching channel bits, ``0..b``; a cell scheme: green,
+        ``0..1``).
+      pmfs: ``T`` null laws, ``pmfs[t][x] = P_H0(X_t = x)`` (or a law that is stochastically larger: the adjusted
+        p-value then stays valid, conservatively), the sentences independent under that null.
+      null_rate: the null probability of one unit of evidence (``1/2`` for a PMark bit, ``g/M`` for a green cell),
+        from which the scan's drift is set (:func:`pmark_theory.llr_drift`).
+      guarantee: what the window p-values are exact for, in words (e.g. "over keys (X3)").
+    """
+
+    counts: np.ndarray
+    pmfs: list[np.ndarray]
+    null_rate: float
+    guarantee: str
+
+
 def _no_state(setup: Setup) -> None:
     return None
 
@@ -342,6 +367,10 @@ class Scheme(NamedTuple):
         ``[K]``), or ``None`` (not declared). ``pmark audit`` tests the scheme's output against it (issue 27).
       claims: guarantees the scheme claims beyond its law and its null (``pmark audit``'s vocabulary, e.g.
         ``("distortion-free",)`` for online PMark, C10).
+      sentence_laws: ``sentence_laws(request, result, shift) -> SentenceLaws``: the per-sentence evidence of one
+        text's result under the alignment ``shift`` and its null laws, for localisation (``detect(...,
+        localize=True)``, L1); ``request`` is narrowed to that text (``request.sentences`` holds it alone);
+        ``None``: the scheme cannot localise (refused with one line).
     """
 
     name: str
@@ -361,3 +390,4 @@ class Scheme(NamedTuple):
     resolve_test: Callable[[WatermarkKey, str | None], str | None] | None = None
     law: Callable[[Setup, Sequence[str], np.ndarray], np.ndarray] | None = None
     claims: tuple[str, ...] = ()
+    sentence_laws: Callable[[DetectRequest, Result, int], SentenceLaws] | None = None

@@ -26,7 +26,7 @@ import numpy as np
 from pmark_impl._limits import check_limit
 from pmark_impl.keys import cell_map_digest, green_count_pvalue
 from pmark_impl.sampling import check_number, draw_candidates, embed, embed_reporting
-from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
+from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SentenceLaws, Setup, StepOutput
 from pmark_impl.schemes._cell_fit import cell_calibration
 from pmark_impl.schemes._decision import SentenceEvidence
 from pmark_impl.schemes._decision import verdict as _verdict
@@ -232,6 +232,38 @@ def _detect_one(
     )
 
 
+def _sentence_laws(
+    name: str, size: str, cell_map: Callable[..., Any], request: DetectRequest, result: Any, shift: int = 0
+) -> SentenceLaws:
+    """Localisation's evidence (L1): is sentence ``t``'s cell in the green set of position ``t - shift``;
+    null ``Bernoulli(g/M)`` over keys (C5), or this key's calibrated ``p_t`` (K1, cells independent across
+    positions)."""
+    settings = request.settings
+    if settings["green_seeding"] != "position":
+        raise PMarkValueError(
+            "localisation needs green_seeding='position': green sets seeded by the previous cell are shared "
+            "between positions whose previous cells repeat, so the windows have no exact null"
+        )
+    cell_fn, m = cell_map(request.key, settings)
+    cal = calibration_of(request.key, name, size, settings, cell_fn, m)
+    g = check_green_size(round(settings["gamma"] * m), m)
+    cells = [int(s.cell) for s in result.sentences]
+    rows = [t - int(shift) for t in range(len(cells))]
+    sets = {r: request.key.green_set(r, m, g) for r in rows if r >= 0}
+    counts = np.asarray([int(bool(sets[r][c])) if r >= 0 else 0 for r, c in zip(rows, cells)], np.int64)
+    none = np.array([1.0, 0.0])  # no position under this shift: never green
+    if cal is None:
+        law = np.array([1.0 - g / m, g / m])
+        guarantee = "over keys (C5): Bernoulli(g/M) per sentence, independent across sentences"
+        return SentenceLaws(counts, [law if r >= 0 else none for r in rows], g / m, guarantee)
+    # the human cell masses are those of the sentence's place t in the document; the green set is position r's
+    empty = np.zeros(m, dtype=bool)
+    q = cal.green_probabilities([sets[r] if r >= 0 else empty for r in rows], cells, "position")
+    pmfs = [none if r < 0 else np.array([1.0 - float(p), float(p)]) for r, p in zip(rows, q)]
+    guarantee = "this key's calibrated cell masses (K1), cells independent across positions"
+    return SentenceLaws(counts, pmfs, g / m, guarantee)
+
+
 def calibration_of(key: Any, name: str, size: str, settings: Any, cell_fn: Any, n_cells: int) -> Any:
     """The key's cell calibration of this cell map, or ``None``; one measured on other cells is refused."""
     cal = key.cell_calibration(name, size, settings[size])
@@ -342,6 +374,7 @@ def cell_scheme(
         summary=summary,
         step=step,
         detect=detect,
+        sentence_laws=functools.partial(_sentence_laws, name, size.name, cell_map),
         options=(size, *SHARED_OPTIONS),
         check=check,
         init=init,

@@ -68,6 +68,8 @@ TOTAL_STATISTICS: dict[str, tuple[str, ...]] = {
         "exact_for",
         "note",
     ),
+    # L1: localisation (the segments themselves are the result's ``segments``)
+    "localization": ("detected", "guarantee", "n_windows", "n_alignments", "drift", "note"),
 }
 #: Printed with every ``evidence`` record.
 EVIDENCE_WARNING = (
@@ -140,6 +142,10 @@ class DetectionResult:
         p_value; with ``green_seeding = "cell"`` also repeated_cells and a note}.
       sentences: per-sentence evidence (printed only by ``to_dict(evidence=True)``).
       reason: why the verdict is "not enough evidence" (else empty).
+      segments: with ``localize``, the windows of consecutive sentences found (L1): ``{"start", "end",
+        "p_value", "key_position"}`` (0-based, end exclusive; the adjusted p-value, family-wise over all windows and
+        alignments; the key's position of the first sentence), most significant first; ``None`` without
+        localisation.
       settings: encoder, key fingerprint, ``n_channels`` (b), ``median_rule``, δ, K, N, … (named so that no
         key of the default output is that of a per-sentence field)
     """
@@ -155,6 +161,7 @@ class DetectionResult:
     sentences: tuple[SentenceEvidence, ...]
     reason: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+    segments: tuple[dict[str, Any], ...] | None = None
 
     @property
     def watermarked(self) -> bool:
@@ -230,7 +237,12 @@ def output_record(result: Any, level: str) -> dict[str, Any]:
         return decision_record(result)
     if isinstance(result, DetectionResult):
         if level == "evidence":
-            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **asdict(result)}
+            record = asdict(result)
+            if (
+                record["segments"] is None
+            ):  # no localisation asked: the record of earlier versions, byte for byte
+                del record["segments"]
+            return {"output_level": "evidence", "warning": EVIDENCE_WARNING, **record}
         return _total_view(result)
     return result.to_dict(evidence=level == "evidence")
 
@@ -301,6 +313,7 @@ def _total_view(res: DetectionResult) -> dict[str, Any]:
         "statistics": statistics,
         "reason": res.reason,
         "settings": dict(res.settings),
+        **({} if res.segments is None else {"segments": [dict(s) for s in res.segments]}),
         "output_level": level,
     }
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.schemes._base import Option, Scheme, SchemeCalibration, StepOutput
+from pmark_impl.schemes._base import Option, Scheme, SchemeCalibration, SentenceLaws, StepOutput
 from pmark_theory._validate import PMarkValueError
 from pmark_theory.infra.plugins import PluginError, PluginFault
 
@@ -158,7 +158,7 @@ def check_plugin_fields(scheme: Scheme, spec: str) -> None:
     for flag in ("keyed", "channels", "detect_needs_lm"):
         if not isinstance(getattr(scheme, flag), bool):
             raise PluginError(f"{who}: its {flag} must be True or False, got {_short(getattr(scheme, flag))}")
-    for part in ("detect", "check", "record", "resolve_test", "law"):
+    for part in ("detect", "check", "record", "resolve_test", "law", "sentence_laws"):
         if getattr(scheme, part) is not None and not callable(getattr(scheme, part)):
             raise PluginError(f"{who}: its {part} must be callable or None")
     claims = scheme.claims
@@ -264,9 +264,16 @@ def guard_scheme(scheme: Scheme, spec: str) -> Scheme:
         calibration=cal,
         resolve_test=wrap("resolve_test", scheme.resolve_test, _test_result),
         law=wrap("law", scheme.law),
+        sentence_laws=wrap("sentence_laws", scheme.sentence_laws, _laws_result),
     )
     _GUARDED[id(guarded)] = (guarded, scheme)
     return guarded
+
+
+def _laws_result(out: Any, args: tuple[Any, ...]) -> str | None:
+    if not isinstance(out, SentenceLaws):
+        return f"returned {_short(out)}, not a pmark_impl.schemes.SentenceLaws"
+    return None
 
 
 def _json_result(out: Any, args: tuple[Any, ...]) -> str | None:

@@ -26,7 +26,7 @@ from pmark_impl.sampling import (
     sampler_device,
     torch_generator,
 )
-from pmark_impl.schemes._base import DetectRequest, Option, SchemeCalibration, Setup
+from pmark_impl.schemes._base import DetectRequest, Option, SchemeCalibration, SentenceLaws, Setup
 from pmark_impl.schemes._pmark_stats import ADAPTIVE_RESOLUTION, pmark_results
 from pmark_impl.schemes._results import count_record
 from pmark_theory._centring import centred_proxies, context_centres, step_centre
@@ -45,6 +45,7 @@ __all__ = [
     "proxies",
     "record",
     "selectable",
+    "sentence_laws",
     "update",
 ]
 
@@ -214,6 +215,62 @@ def record(result: Any) -> dict[str, Any]:
     return count_record(
         float(result.statistics["hard"]["p_value"]), bits, 0.5, int(result.settings["n_channels"])
     )
+
+
+def sentence_laws(request: DetectRequest, result: Any, shift: int = 0) -> SentenceLaws:
+    """Localisation's evidence (L1): each sentence's matches with the key's bits of position ``t - shift``
+    (``0..b``; the sign ``1{f > median}`` of each channel against the bit) and their null laws.
+
+    Over keys (any test but ``per_key``): ``Binomial(b, ½)`` per sentence, independent across sentences (X3: the
+    bits a keyed PRF of the position, distinct positions under one shift). With ``test="per_key"`` (an offline
+    calibrated key, positional seeds, non-context centring): this key's Poisson-binomial of the largest null match
+    probabilities its calibration allows (K1), conservative with the calibration's confidence, the sentences
+    assumed independent (the topic dependence of a real text, K3, is not covered).
+
+    Raises:
+      PMarkValueError: a context-seeded key (its bits depend on the text, Z3: no exact window null), or the
+        per-key test with context centring (dependent sentences, K2).
+    """
+    from pmark_impl.keys import DEFAULT_CONFIDENCE
+    from pmark_theory import channel_sign_bounds, per_key_match_bounds, poisson_binomial_pmf
+
+    key, b = request.key, int(request.options["channels"])
+    if key.seeding != "position":
+        raise PMarkValueError(
+            "localisation needs a positionally seeded key: context seeds make the bits depend on the text (Z3), "
+            "so the windows have no exact null"
+        )
+    t_len = len(result.sentences)
+    signs = np.asarray(
+        [[int(c.f > c.median) for c in s.channels] for s in result.sentences], dtype=np.int64
+    ).reshape(t_len, b)
+    rows = np.arange(t_len) - int(shift)
+    has = rows >= 0
+    bits = key.bits_matrix(int(rows.max()) + 1 if t_len and has.any() else 0)[:, :b]
+    counts = np.zeros(t_len, dtype=np.int64)
+    counts[has] = (signs[has] == bits[rows[has]]).sum(axis=1)
+    none = np.zeros(b + 1)
+    none[0] = 1.0  # no position under this shift: evidence 0 surely
+    cal = key.calibration
+    if result.test == "per_key" and cal is not None:
+        if cal.centring == "context":
+            raise PMarkValueError(
+                "localisation with the per-key test needs a key without context centring (its sentences' signs "
+                "are dependent, K2); localise with test='hard' (over keys)"
+            )
+        p_lo, p_hi = channel_sign_bounds(np.asarray(cal.n_positive[:b]), cal.n_total, DEFAULT_CONFIDENCE)
+        q = per_key_match_bounds(bits, p_lo, p_hi) if bits.size else np.zeros((0, b))
+        pmfs = [np.asarray(poisson_binomial_pmf(q[r])) if r >= 0 else none for r in rows]
+        guarantee = (
+            f"this key's null (K1: the largest per-channel match rates its calibration allows at confidence "
+            f"{DEFAULT_CONFIDENCE}), sentences independent; not covered: the topic dependence of real text (K3)"
+        )
+        return SentenceLaws(counts, pmfs, 0.5, guarantee)
+    from scipy import stats
+
+    pmf = stats.binom.pmf(np.arange(b + 1), b, 0.5)
+    guarantee = "over keys (X3): Binomial(b, 1/2) per sentence, independent across sentences"
+    return SentenceLaws(counts, [pmf if ok else none for ok in has], 0.5, guarantee)
 
 
 def proxies(v: np.ndarray, emb: np.ndarray, centre: np.ndarray | None) -> np.ndarray:

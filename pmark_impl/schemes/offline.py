@@ -136,4 +136,5 @@ SCHEME = Scheme(
     channels=True,
     resolve_test=lambda key, test: resolve_test(key, "offline", test),
     law=_law,
+    sentence_laws=_pmark.sentence_laws,
 )

@@ -99,4 +99,5 @@ SCHEME = Scheme(
     resolve_test=lambda key, test: resolve_test(key, "online", test),
     detect_needs_lm=True,
     claims=("distortion-free",),
+    sentence_laws=_pmark.sentence_laws,
 )
