@@ -3,7 +3,8 @@
 A text has ``T`` sentences with evidence ``X_t ∈ {0, …, m_t}`` (PMark's hard count: matches of the ``m_t = b``
 channels; the cell schemes: ``m_t = 1``, green or not). Under H0 the ``X_t`` are independent across sentences
 with known laws ``f_t`` (over keys: ``Binomial(b, ½)`` per sentence for PMark with positional seeds (X3),
-``Bernoulli(γ)`` for the cell schemes; for one calibrated key, K1's Poisson-binomial of each sentence). A window
+``Bernoulli(γ)`` for the cell schemes), or with laws stochastically larger than the truth (one calibrated key:
+K1's Poisson-binomial of each sentence's upper match bounds; valid, conservative, below). A window
 is a run ``[i, j)`` of consecutive sentences (``0 <= i < j <= T``: sentences ``i … j − 1``, 0-based, end
 exclusive); there are ``T(T + 1)/2``. The **scan statistic** is the best penalised window score
 
@@ -28,29 +29,44 @@ law of ``D_t`` (shifts of ``v``; mass pushed below 0 lands on 0, mass reaching `
 ``P(M >= h) = Σ_t Π_(u<t) P(D_u < h) · P(D_t >= h)``.
 Time ``O(T · h · K)`` (``K`` support points per sentence; ``T·K`` vector operations of length ``h``), memory
 ``O(h)``; ``h <= T · max_t m_t · (den − num)/G``. T = 512, b = 4, c = 5/8 (``D ∈ {−5, −3, −1, 1, 3}``): at most
-1,536 states (a fully watermarked text), 0.01–0.02 s per tail.
+1,536 states (a fully watermarked text), 0.01–0.02 s per tail. Calls whose work ``T·K·(h + 3000)`` (the
+3000: one NumPy call's overhead, per step) would exceed :data:`MAX_DP_WORK` are refused, and so are rational calls
+beyond :data:`MAX_EXACT_WORK`.
 
 **Exact for what.** ``p = P_H0(M >= M_obs)`` is the survival function of ``M`` at its observed value, so
 ``P_H0(p <= α) <= α`` for every α, with equality at every attainable level: the rule "report the windows with
 adjusted p-value ``<= α``" reports any window of a human text with probability ``<= α`` — the family-wise error
-over all ``T(T + 1)/2`` windows. The probability is over the keys (or over the one key's calibrated null), and
+over all ``T(T + 1)/2`` windows. The probability is over the keys (or over one calibrated key's null), and
 rests on the independence of the sentences' evidence under it (positional key bits; not context seeds (Z3),
-whose bits depend on the text). It also holds where part of the text is watermarked: a window lying entirely in
-human sentences scores no more than the scan of a text whose watermarked sentences are redrawn from H0, so a
-segment reported entirely inside human text has probability ``<= α`` whatever the rest (strong control of that
-error). A segment overlapping the watermark is a true detection, even where it overhangs into human text.
+whose bits depend on the text). Laws that are only *upper bounds* of the truth in the stochastic order (one key's
+Poisson-binomial of K1's upper match bounds) keep the guarantee, conservatively: ``M`` is nondecreasing in each
+``X_t``, so coupling each true ``X_t`` below a draw ``Y_t`` of the law given (quantile coupling, independently per
+sentence) gives ``M(X) <= M(Y)`` and ``P(M(X) >= h) <= P(M(Y) >= h)``. It also holds where part of the text is
+watermarked (strong control): a window lying entirely in human sentences scores no more than the scan of a text
+whose watermarked sentences are redrawn from H0, so some reported segment lies entirely inside human text with
+probability ``<= α`` whatever the rest. A segment overlapping the watermark is a true detection; its boundaries,
+and any overhang into human text, carry no guarantee.
 
 **Float64 with a proven tolerance.** The DP adds and multiplies non-negative numbers only, each result along a
 chain of at most ``n = T·(2K + S + 2)`` roundings (``S`` the largest ``|D|``: a sum of at most ``S`` entries per
 shift, at most ``K`` shifts accumulated, the answer summed over ``T`` steps), so the computed value is
 ``P·(1 + θ)`` with ``|θ| <= n·u/(1 − n·u)``, ``u = 2⁻⁵³`` (Higham, Accuracy and Stability, §3.1), relative to the
-float64 laws given (:func:`sf_relative_error_bound`; 7e-13 at T = 512, b = 4, c = 5/8), down to float64
-underflow (about 1e-300, where p-values read 0). Given ``fractions.Fraction`` laws (object arrays) the same DP
+float64 laws given (:func:`sf_relative_error_bound`; 9.7e-13 at T = 512, b = 4, c = 5/8). The bound holds while
+the numbers stay in float64's normal range; below about 1e-300 underflow adds an absolute error (of order
+``T·h·K·1e-323``), and an event of positive probability whose tail underflows to 0 is reported as the smallest
+positive float, ``5e-324``, never as ``p = 0``. Given ``fractions.Fraction`` laws (object arrays) the same DP
 runs in rational arithmetic (the tests' exact route, :func:`scan_sf_exact`).
+
+**Scores as floats.** :class:`Window`, :class:`Segment` and :func:`scan_scores` give scores as floats; a score is
+a multiple of one lattice unit, ``G/den`` counts, which a float need not hold exactly (``7/3``). So a float ``h``
+within :data:`SNAP_RTOL` (relative; absolute near 0) of a lattice point is read as that point:
+``scan_sf(best_window(...).score, ...) == scan_pvalue(...)`` for every drift. Snapping can only lower the
+lattice threshold, so it never makes a tail smaller than that of the float's exact value (conservative).
 
 Segments (:func:`scan_segments`) are found as the maximal scoring subsequences of Ruzzo & Tompa (1999): the best
 window, then recursively the best window of what lies left and right of it, in decreasing score; each carries
-the adjusted p-value of its own score (single-step max-T adjustment, Westfall & Young 1993).
+the adjusted p-value of its own score (single-step max-T adjustment, Westfall & Young 1993), so *every* segment
+reported at level α carries the family-wise guarantee, not only the first.
 """
 
 from __future__ import annotations
@@ -77,6 +93,8 @@ from pmark_theory._validate import PMarkValueError, check_unit_interval
 __all__ = [
     "MAX_DP_WORK",
     "MAX_DRIFT_DENOMINATOR",
+    "MAX_EXACT_WORK",
+    "SNAP_RTOL",
     "ScanThreshold",
     "Segment",
     "Window",
@@ -93,8 +111,14 @@ __all__ = [
     "sf_relative_error_bound",
 ]
 
-#: Largest DP work ``T · h · K`` accepted (about 10 s of NumPy); beyond it the call is refused.
+#: Largest DP work ``T · K · (h + 3000)`` accepted (about 10 s of NumPy); beyond it the call is refused.
 MAX_DP_WORK = 10**10
+#: Largest work of the rational DP (:func:`scan_sf_exact`, about 2 µs per operation, more with large denominators).
+MAX_EXACT_WORK = 2 * 10**6
+#: A float score within this distance (relative; absolute below 1) of a lattice point is read as that point.
+SNAP_RTOL = 1e-9
+_STEP_COST = 3000  # one NumPy call's overhead in element operations (about 3 µs at about 1 ns per element)
+_TINY = math.ulp(0.0)  # 5e-324: the p-value of a possible event whose tail underflows
 _U = 2.0**-53
 
 
@@ -104,7 +128,8 @@ class Window(NamedTuple):
     Attributes:
       start: first sentence (0-based, inclusive).
       end: one past the last sentence (exclusive): the window is ``start … end − 1``.
-      score: ``Σ_(t in window) (X_t − c·m_t)`` (exact: a fraction with the drift's denominator, as a float).
+      score: ``Σ_(t in window) (X_t − c·m_t)`` (a fraction with the drift's denominator, as a float;
+        :func:`scan_sf` reads it back as the lattice point it stands for).
     """
 
     start: int
@@ -119,7 +144,8 @@ class Segment(NamedTuple):
       start: first sentence (0-based, inclusive).
       end: one past the last sentence (exclusive).
       score: the window's penalised score.
-      p_value: adjusted over all ``T(T + 1)/2`` windows (family-wise error ``<= α`` for ``p_value <= α``).
+      p_value: ``P_H0(M >= score)``, adjusted over all ``T(T + 1)/2`` windows: reporting every segment with
+        ``p_value <= α`` has family-wise error ``<= α`` (:func:`scan_segments`).
     """
 
     start: int
@@ -132,7 +158,7 @@ class ScanThreshold(NamedTuple):
     """The critical score of the scan at level α (L1).
 
     Attributes:
-      score: the smallest attainable score ``s`` with ``P_H0(M >= s) <= α`` (a fraction; ``inf`` if none).
+      score: the smallest lattice score ``s`` with ``P_H0(M >= s) <= α`` (a fraction; ``inf`` if none).
       size: ``P_H0(M >= score)``: the exact family-wise error of the rule ``M >= score`` (``<= α``).
     """
 
@@ -219,64 +245,94 @@ def _survival(h: int, incs: list[np.ndarray], probs: list[np.ndarray]) -> Any:
     return killed
 
 
-def _check_work(lat: Lattice, h: int) -> None:
-    work = len(lat.incs) * max(h, 1) * max(p.size for p in lat.probs)
-    if work > MAX_DP_WORK:
+def _check_work(lat: Lattice, h: int, *, step_cost: int = _STEP_COST, limit: int | None = None) -> None:
+    """Refuse a DP of more than ``limit`` operations: ``T·K`` steps of ``h`` elements plus a per-step overhead."""
+    limit = MAX_DP_WORK if limit is None else limit
+    work = len(lat.incs) * max(p.size for p in lat.probs) * (max(h, 1) + step_cost)
+    if work > limit:
         raise PMarkValueError(
-            f"the exact scan null needs {work:.2g} operations (> {MAX_DP_WORK:.0e}): use a smaller "
+            f"the exact scan null needs {work:.2g} operations (> {limit:.0e}): use a smaller "
             "drift denominator or fewer sentences"
         )
 
 
+def _max_score(lat: Lattice) -> int:
+    """The largest possible ``M`` in lattice units (every sentence at its largest possible increment)."""
+    return _best_lattice(np.array([int(d.max()) for d in lat.incs], dtype=np.int64))[0]
+
+
 def _sf(lat: Lattice, h: int) -> float:
     _check_work(lat, h)
-    return min(1.0, float(_survival(int(h), lat.incs, lat.probs)))
+    p = min(1.0, float(_survival(int(h), lat.incs, lat.probs)))
+    if p == 0.0 and h <= _max_score(lat):  # a possible event whose tail underflowed: never report p = 0
+        return _TINY
+    return p
 
 
 def _lattice_h(lat: Lattice, h: Any) -> int:
+    """``h`` in lattice units, rounded up; a float within :data:`SNAP_RTOL` of a lattice point is that point."""
     try:
-        hf = Fraction(h) if not isinstance(h, (float, np.floating)) else Fraction(float(h))
+        if isinstance(h, (float, np.floating)):
+            x = Fraction(float(h)) * lat.scale
+            k = round(x)
+            if abs(x - k) <= SNAP_RTOL * max(1, abs(k)):  # a float score standing for the lattice point k
+                return int(k)
+            return math.ceil(x)
+        return math.ceil(Fraction(h) * lat.scale)
     except (TypeError, ValueError, OverflowError):
         raise PMarkValueError(f"h must be a finite real score, got {h!r}") from None
-    return math.ceil(hf * lat.scale)
 
 
 def scan_sf(h: Any, pmfs: Sequence[Any], drift: Any) -> float:
     """Exact ``P_H0(M >= h)`` for independent sentences with null laws ``pmfs`` (L1).
 
     Args:
-      h: a score in count units (compared exactly: a float is taken at its exact binary value; pass a
-        ``Fraction`` for a lattice value such as ``Fraction(3, 8)``).
-      pmfs: ``T`` null laws, ``pmfs[t][x] = P_H0(X_t = x)`` for ``x = 0..m_t`` (each sums to 1).
+      h: a score in count units. Integers, fractions and strings are compared exactly; a float within
+        :data:`SNAP_RTOL` (relative; absolute near 0) of a lattice point ``k·G/den`` is read as that point, so the
+        float scores of :class:`Window`, :class:`Segment` and :func:`scan_scores` round-trip (snapping can only
+        raise the tail: conservative); any other float is taken at its exact binary value.
+      pmfs: ``T`` null laws, one per sentence, ``pmfs[t][x] = P_H0(X_t = x)`` for ``x = 0..m_t`` (each sums to 1).
       drift: ``c`` (see :func:`as_drift`).
 
     Returns:
-      The probability, within :func:`sf_relative_error_bound` relative to the float laws given.
+      The probability, within :func:`sf_relative_error_bound` relative to the float laws given while it is in
+      float64's normal range (above about 1e-300; below it, an absolute error of order ``T·h·K·1e-323`` from
+      underflow); a possible event whose tail underflows to 0 is reported as ``5e-324``, never 0.
 
     Raises:
-      PMarkValueError: bad laws, drift or ``h``; a DP beyond :data:`MAX_DP_WORK`.
+      PMarkValueError: bad laws, drift or ``h``; a DP beyond :data:`MAX_DP_WORK` (``T·K·(h + 3000)``).
     """
     lat = lattice(pmfs, drift)
     return _sf(lat, _lattice_h(lat, h))
 
 
 def scan_sf_exact(h: Any, pmfs: Sequence[Sequence[Fraction]], drift: Any) -> Fraction:
-    """:func:`scan_sf` in rational arithmetic: laws given as fractions (each summing to exactly 1) (L1)."""
+    """:func:`scan_sf` in rational arithmetic: laws given as fractions (each summing to exactly 1) (L1).
+
+    Raises:
+      PMarkValueError: laws that are not fractions summing to 1; a DP beyond :data:`MAX_EXACT_WORK`.
+    """
     exact = [np.array([Fraction(x) for x in f], dtype=object) for f in pmfs]
     if any(sum(f) != 1 or any(x < 0 for x in f) for f in exact):
         raise PMarkValueError("pmfs must be fractions >= 0 summing to exactly 1")
     lat = lattice([f.astype(np.float64) for f in exact], drift)
+    h_lat = _lattice_h(lat, h)
+    _check_work(lat, h_lat, step_cost=2, limit=MAX_EXACT_WORK)
     c, g = lat.drift, lat.drift.denominator // lat.scale
     keep = [np.array([x > 0 for x in f], dtype=bool) for f in exact]
     incs = [
         ((c.denominator * np.arange(f.size) - c.numerator * (f.size - 1)) // g)[k]
         for f, k in zip(exact, keep)
     ]
-    return _survival(_lattice_h(lat, h), incs, [f[k] for f, k in zip(exact, keep)])
+    return _survival(h_lat, incs, [f[k] for f, k in zip(exact, keep)])
 
 
 def sf_relative_error_bound(pmfs: Sequence[Any], drift: Any) -> float:
-    """The proven relative error ``n·u/(1 − n·u)``, ``n = T·(2K + S + 2)``, of :func:`scan_sf` (L1)."""
+    """The proven relative error ``n·u/(1 − n·u)``, ``n = T·(2K + S + 2)``, of :func:`scan_sf` (L1).
+
+    It holds while the tail is in float64's normal range (above about 1e-300); below it underflow adds an absolute
+    error of order ``T·h·K·1e-323``, and a possible event whose tail underflows to 0 is reported as ``5e-324``.
+    """
     lat = lattice(pmfs, drift)
     k = max(p.size for p in lat.probs)
     s = max(int(np.abs(d).max()) for d in lat.incs)
@@ -300,7 +356,7 @@ def scan_pvalues(counts: Any, pmfs: Sequence[Any], drift: Any) -> np.ndarray:
 
 
 def scan_threshold(alpha: float, pmfs: Sequence[Any], drift: Any) -> ScanThreshold:
-    """The smallest attainable score ``s`` with ``P_H0(M >= s) <= α`` and that exact size (L1).
+    """The smallest lattice score ``s`` with ``P_H0(M >= s) <= α`` and that exact size (L1).
 
     The rule "reject when ``M >= s``" is the rule "adjusted p-value ``<= α``"; its size is returned.
     Bisection over the lattice: ``O(log(h_max))`` DPs.
@@ -323,23 +379,31 @@ def scan_threshold(alpha: float, pmfs: Sequence[Any], drift: Any) -> ScanThresho
 # Segments.
 # --------------------------------------------------------------------------------------------------------------
 def scan_segments(
-    counts: Any, pmfs: Sequence[Any], drift: Any, *, level: float = 1.0, max_segments: int | None = None
+    counts: Any, pmfs: Sequence[Any], drift: Any, *, level: float, max_segments: int | None = None
 ) -> list[Segment]:
-    """Disjoint segments of positive score with their adjusted p-values, most significant first (L1).
+    """Disjoint segments of positive score with adjusted p-value ``<= level``, most significant first (L1).
 
     The best window, then recursively the best windows left and right of those found (Ruzzo–Tompa maximal
-    scoring subsequences), in decreasing score, while the adjusted p-value is ``<= level``.
+    scoring subsequences), in decreasing score, while the adjusted p-value ``P_H0(M >= score)`` is ``<= level``.
+
+    **Every reported segment carries the family-wise guarantee**, not only the first (single-step max-T): a
+    segment is reported only if ``P_H0(M >= its score) <= level``, and its score is at most the best window's. So
+    on a human text some segment is reported with probability ``<= level``; in a partly watermarked text a
+    segment lying entirely in human sentences is reported with probability ``<= level`` (strong control: the
+    best window inside the human sentences scores no more than ``M`` of a text whose watermarked sentences are
+    redrawn from H0). A segment's boundaries, and its overhang into human text around a watermarked span, carry
+    no guarantee.
 
     Args:
       counts: ``[T]`` per-sentence evidence.
-      pmfs: ``T`` null laws (see :func:`scan_sf`).
+      pmfs: ``T`` null laws, one per sentence (see :func:`scan_sf`).
       drift: ``c`` (see :func:`as_drift`).
-      level: report segments with ``p_value <= level`` (``1``: every positive-score segment).
+      level: required: report segments with ``p_value <= level`` (the family-wise level α; ``1`` would return
+        every positive-score segment, most of them noise).
       max_segments: stop after this many (``None``: no limit).
 
     Returns:
       :class:`Segment` list (``start`` inclusive, ``end`` exclusive, 0-based sentences), p-values ascending.
-      Under H0 the first segment's ``p_value <= α`` with probability ``<= α`` (family-wise over all windows).
     """
     lvl = check_unit_interval("level", level)
     if max_segments is not None and (

@@ -23,6 +23,7 @@ __all__ = [
     "Lattice",
     "as_drift",
     "check_counts",
+    "check_one_law_per_sentence",
     "increments",
     "lattice",
     "llr_drift",
@@ -106,6 +107,7 @@ def lattice(pmfs: Sequence[Any], drift: Any) -> Lattice:
         raise PMarkValueError("pmfs must hold at least one sentence's law")
     c = as_drift(drift)
     items = list(pmfs)  # held for the whole call, so that no id below is reused
+    check_one_law_per_sentence(items)
     seen: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # a law repeated as one object is checked once
     for t, f in enumerate(items):
         if id(f) not in seen:
@@ -116,6 +118,16 @@ def lattice(pmfs: Sequence[Any], drift: Any) -> Lattice:
     g = math.gcd(c.denominator, c.numerator * math.gcd(*(int(m) for m in sizes)))
     incs = [((c.denominator * np.arange(f.size) - c.numerator * (f.size - 1)) // g)[k] for f, k in laws]
     return Lattice(c, c.denominator // g, sizes, incs, [f[k] for f, k in laws])
+
+
+def check_one_law_per_sentence(items: Sequence[Any]) -> None:
+    """Refuse one law passed where one law per sentence is expected (its entries are numbers, not vectors)."""
+    if any(np.ndim(f) == 0 for f in items):
+        raise PMarkValueError(
+            "pmfs must hold one law per sentence (a sequence of 1-D probability vectors), got a number at "
+            f"pmfs[{next(t for t, f in enumerate(items) if np.ndim(f) == 0)}]: for T sentences of one law "
+            "pass [law] * T"
+        )
 
 
 def check_counts(counts: Any, sizes: np.ndarray, *, batch: bool) -> np.ndarray:

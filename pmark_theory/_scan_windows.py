@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pmark_theory._scan_lattice import check_one_law_per_sentence
 from pmark_theory._validate import (
     PMarkValueError,
     check_positive_int,
@@ -77,6 +78,7 @@ def _laws(pmfs: Sequence[Any]) -> list[np.ndarray]:
         raise PMarkValueError(
             "pmfs must be a non-empty sequence of 1-D probability vectors, one per sentence"
         )
+    check_one_law_per_sentence(pmfs)
     return [check_probabilities(f"pmfs[{t}]", f) for t, f in enumerate(pmfs)]
 
 

@@ -2,8 +2,10 @@
 
 The whole check runs at the quick budget in ``tests/proofs_checks/test_pmark_check_quick.py`` (verdict and
 control) and under each of its mutations in ``tests/proofs_checks/test_mutations.py``; here: the brute-force step
-is tight, the family-wise pipeline passes the scan and fails the minimum-p detector on the same texts, the figure
-draws from saved data, and the register knows the check.
+is tight (also at non-lattice and float scores, and it notices a floor for the ceiling), the family-wise pipeline
+passes the scan and fails the minimum-p detector on the same texts, the strong-control step over every reported
+segment holds and fails with unadjusted later segments, the figure draws from saved data, and the register knows
+the check.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from pmark_theory import _scan
+from proofs_checks import _mutations_scan as ms
 from proofs_checks import registry
 from proofs_checks.checks import _scan_checks as l1
 from proofs_checks.checks._common import rng_from_key
@@ -21,7 +25,7 @@ from simulations import _scan as sim
 def test_l1_is_registered_with_its_mutations():
     check = registry()["L1"]
     assert check.expected == "confirmed" and check.plot is not None
-    assert len(MUTATIONS["L1"]) == 3
+    assert len(MUTATIONS["L1"]) == 6
 
 
 def test_brute_force_step_is_tight():
@@ -29,6 +33,25 @@ def test_brute_force_step_is_tight():
     assert len(rows) == 6
     assert all(r["max_rel"] <= 1e-13 and r["beyond_max"] == 0.0 for r in rows.values())
     assert rows["pmark T=6 c=5/8"]["outcomes"] == 5**6
+    assert all(r["non_lattice"] == r["values"] - 1 for r in rows.values())
+
+
+def test_brute_force_step_catches_floor_and_unsnapped_floats(monkeypatch):
+    for wrong in (ms._lattice_h_floor, ms._lattice_h_unsnapped):
+        with monkeypatch.context() as mp:
+            mp.setattr(_scan, "_lattice_h", wrong)
+            rows = l1._brute_force(rng_from_key(jax.random.key(0)))
+        assert max(r["max_rel"] for r in rows.values()) > 0.1, wrong.__name__
+
+
+def test_strong_control_step_holds_and_fails_with_unadjusted_later_segments(monkeypatch):
+    r = l1._strong_control()
+    assert r["holds"] and r["prefix_ok"] and r["outcomes"] == 3**7
+    assert r["worst_excess"] <= 0 and r["error_at_level"] > 0.01  # not vacuous: 0.0125 at α = 0.0425
+    assert r["naive_worst_excess"] > 0.1  # 0.396 at α = 1/4
+    monkeypatch.setattr(_scan, "scan_segments", ms._segments_unadjusted_after_first)
+    bad = l1._strong_control()
+    assert not bad["holds"] and bad["worst_excess"] > 0.05
 
 
 def test_family_wise_pipeline_passes_the_scan_and_fails_min_p_on_the_same_texts():
