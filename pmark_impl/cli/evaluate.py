@@ -3,7 +3,8 @@
     pmark evaluate [--prompts builtin|FILE|hf:ID[:SPLIT]] [--field F] [--prompt-field F] [--format auto|jsonl|csv|text]
                    [--limit K] [--min-sentences M] [--max-sentences T]
                    [--schemes online,offline,semstamp,ksemstamp,simmark,none] [--n|--n-candidates N] [--channels b]
-                   [--attack NAME[:param=v1,v2;...]]... [--grid 'N=8,16,32,64 b=1,2,3,4']
+                   [--attack NAME[:param=v1,v2;...]]... [--localize-mode shifted|aligned|none]
+                   [--grid 'N=8,16,32,64 b=1,2,3,4']
                    [--model M] [--encoder E] [--oracle M|same|none] [--device D] [--key KEY | --key-seed S]
                    [--uncalibrated-key]
                    [--seed S] [--out DIR] [--force]
@@ -116,6 +117,14 @@ def add_parser(sub: Any) -> None:
         metavar="SPEC",
         help="NAME or NAME:param=v1,v2;param=v (one attack per value), repeatable; 'none' for no attack "
         f"(default {' '.join(DEFAULT_ATTACKS)}; see pmark attacks)",
+    )
+    g.add_argument(
+        "--localize-mode",
+        choices=("shifted", "aligned", "none"),
+        default="shifted",
+        help="also localise the texts of copy-paste and sentence-insert and the human negatives (the report shows "
+        "TPR with and without localisation): every alignment of the key's positions (shifted, default), the text "
+        "as generated (aligned), or not at all (none)",
     )
     g.add_argument(
         "--grid", default=None, help="the Table 3 sweep of online and offline, e.g. 'N=8,16,32,64 b=1,2,3,4'"
@@ -257,7 +266,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     world = world_from_env()
     runs = evaluate_inputs.parse_runs(args)  # every user error before a model is loaded
-    config = EvalConfig(runs, max_sentences=args.max_sentences, seed=args.seed)
+    config = EvalConfig(runs, max_sentences=args.max_sentences, seed=args.seed, localize=args.localize_mode)
     documents = read_prompts(
         args.prompts,
         field=args.field,

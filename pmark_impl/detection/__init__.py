@@ -23,6 +23,7 @@ _LAZY = {
     "LookupEncoder": "pmark_impl.detection._text_null_fit",
     "fit_text_null": "pmark_impl.detection._text_null_fit",
     "measure_text_null": "pmark_impl.detection._text_null_fit",
+    "text_windows": "pmark_impl.detection._text_null_fit",
 }
 
 

@@ -3,7 +3,8 @@
 Modules, one concept each: :mod:`._prompts` (prompt sets and the paper's protocol), :mod:`._config` (runs,
 attacks, the grid, checked up front), :mod:`._units` (one run's text for one document: generate, attack, detect),
 :mod:`._runner` (the report folder, resuming, ranks), :mod:`._distributed` (``torchrun`` / ``accelerate``
-ranks), :mod:`._aggregate` (``results.json`` with intervals and the predicted TPR), :mod:`._report` and
+ranks), :mod:`._aggregate` (``results.json`` with intervals and the predicted TPR), :mod:`._localize` (power with
+localisation under ``copy-paste`` / ``sentence-insert``, issue 39), :mod:`._report`, :mod:`._report_detection` and
 :mod:`._figures` (``report.md`` and the figures, read from ``results.json``). The statistics are
 ``pmark_theory._eval_stats``.
 """

@@ -22,6 +22,12 @@ negatives) and, when the ``none`` run exists, the same LM's unwatermarked texts:
     continuous score) has no bit rate (``bit_rate`` ``null``) and no count model, hence no predicted TPR; nor has a
     count whose per-bit null probability is not known exactly (``null_p`` ``null``).
 
+Per ``copy-paste`` / ``sentence-insert`` attack also (issue 39, :mod:`pmark_impl.evaluate._localize`):
+``tpr_localized`` / ``fpr_localized`` — the share of attacked texts / human negatives with a segment whose adjusted
+p-value is ``<= α`` (family-wise over windows and alignments, L1), Clopper–Pearson; ``localization_overlap`` —
+copy-paste's mean Jaccard of the best segment with the pasted span (bootstrap interval); each ``None`` with
+``localization_reason`` / ``localization_overlap_reason`` where not measured (e.g. SimMark cannot localise).
+
 Per run: ``quality`` — perplexity as a geometric mean with a log-scale t interval, distinct-2/3 with a
 delete-one-text jackknife interval (each ``{"value", "ci", "method", ...}``).
 """
@@ -35,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.evaluate._config import EvalConfig, RunSpec, unit_seed
+from pmark_impl.evaluate._localize import LOCALIZED_ATTACKS, localization_entry
 from pmark_theory import _eval_intervals as ei
 from pmark_theory import _eval_model_fit as mf
 from pmark_theory import _eval_stats as es
@@ -286,6 +293,9 @@ def _attack_entry(run: RunSpec, label: str, units: list[dict], config: EvalConfi
     entry["predicted_tpr"] = _predicted(pos, entry["bit_rate"], entry["tpr"], config, seeds)
     entry["predicted_tpr_reason"] = no_prediction(pos, entry["bit_rate"])
     entry["mean_sentences"] = float(np.mean([d["n_sentences"] for d in pos])) if pos else None
+    if spec.name in LOCALIZED_ATTACKS:  # power with localisation beside the whole-text test's (issue 39)
+        seed = unit_seed(config.seed, run.run_id, label, "localization_overlap")
+        entry.update(localization_entry(spec.name, pos, neg, config.alphas, conf, seed))
     return entry
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pmark_impl._limits import MAX_CANDIDATES, MAX_CHANNELS, check_limit
+from pmark_impl.evaluate import _localize
 from pmark_theory._validate import (
     PMarkValueError,
     check_positive_int,
@@ -118,7 +119,7 @@ def parse_attacks(text: str) -> list[AttackSpec]:
     ``module:function:param=value``); anything else is refused before it runs. A registered attack's numeric
     ``rate`` that is not given takes its registered default, so that every rate is on record. Each attack is
     built once here (:func:`pmark_impl.attacks.get_attack`) so unknown names and bad parameters fail before
-    generation.
+    generation; ``sentence-insert`` / ``copy-paste`` take each document's human sentences unless given.
 
     Raises:
       PMarkValueError: empty text, a parameter not written ``name=value``, a parameter given twice, a value
@@ -165,7 +166,9 @@ def parse_attacks(text: str) -> list[AttackSpec]:
         combos = [{**c, key: v} for c in combos for v in values]
     out = []
     for params in combos:
-        get_attack(name, **params)  # PMarkValueError: unknown attack / parameter / value
+        doc = _localize.DOCUMENT_PARAMS.get(name)  # filled per document: checked here with a placeholder
+        own = {doc: list(_localize.PLACEHOLDER_SENTENCES)} if doc else {}
+        get_attack(name, **own, **params)  # PMarkValueError: unknown attack / parameter / value
         out.append(AttackSpec(name, tuple(sorted(params.items()))))
     return out
 
@@ -360,6 +363,8 @@ class EvalConfig:
       alphas: levels of the exact test and of the empirical-threshold TPR.
       confidence: level of every interval.
       min_sentences: the detector's minimum (fewer sentences: "not enough evidence", p = 1).
+      localize: how the texts of ``copy-paste`` / ``sentence-insert`` and the human negatives are also localised
+        (``"shifted"``, ``"aligned"``; ``None``: not; :mod:`pmark_impl.evaluate._localize`, issue 39).
     """
 
     runs: tuple[RunSpec, ...]
@@ -368,8 +373,10 @@ class EvalConfig:
     alphas: tuple[float, ...] = (0.01, 0.05)
     confidence: float = 0.95
     min_sentences: int = 2
+    localize: str | None = "shifted"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "localize", _localize.check_localize_setting(self.localize))
         check_limit("max_sentences", self.max_sentences)
         check_positive_int("seed", self.seed, minimum=0)
         check_positive_int("min_sentences", self.min_sentences)
@@ -388,6 +395,9 @@ class EvalConfig:
         return next(r for r in self.runs if r.run_id == run_id)
 
     def as_dict(self) -> dict[str, Any]:
+        loc = _localize.localizes(
+            self.runs, self.localize
+        )  # in config.json: units without it are not resumed
         return {
             "runs": [r.as_dict() for r in self.runs],
             "max_sentences": self.max_sentences,
@@ -395,6 +405,7 @@ class EvalConfig:
             "alphas": list(self.alphas),
             "confidence": self.confidence,
             "min_sentences": self.min_sentences,
+            **({"localize": self.localize} if loc else {}),
         }
 
 

@@ -26,29 +26,22 @@ from pmark_impl.evaluate._figures import (
     alpha_pct,
     grid_table,
     num_text,
-    run_label,
     safe_name,
-    value_at,
     write_figures,
 )
 from pmark_impl.evaluate._folder import evaluation_folder
+from pmark_impl.evaluate._report_detection import detection_run, localization_blocks
 from pmark_impl.evaluate._report_text import SECURITY as _SECURITY
-from pmark_impl.evaluate._report_text import how_to_read, no_prediction_notes, statistic_kinds
+from pmark_impl.evaluate._report_text import how_to_read, statistic_kinds
 from pmark_impl.evaluate._tables import (
     DASH,
     TABLES_DIR,
     Table,
-    agrees,
-    fit_cell,
     fix_text,
     flatten,
     fpr_cell,
     markdown_lines,
-    mean_bit_rate,
-    model_rejected,
-    prediction_cell,
     rate_ci,
-    trend_verdict,
     value_ci,
     write_tables,
 )
@@ -75,10 +68,6 @@ _SETTING_LABELS = {
     "sentences are skipped)",
 }
 _OLD_PPL = "arithmetic mean with a t interval (recorded by an earlier version)"
-_OLD_PREDICTION = (
-    "not recorded (an earlier version: every bit independent, with the measured per-channel accuracy in "
-    "every text)"
-)
 
 
 def _line(x: Any) -> str:
@@ -191,94 +180,6 @@ def _cost_quality(runs: list[dict[str, Any]], timing: dict[str, Any] | None) -> 
     return ["## Cost and quality", "", Table.of("cost-quality", header, rows, caption, notes), ""]
 
 
-def _detection_run(r: dict[str, Any], alphas: list[str], level: float) -> list[Block]:
-    a1 = alphas[0]
-    n, b = r.get("n_candidates"), r.get("channels")
-    run, scheme = _line(r.get("run", "?")), _line(r.get("scheme", "?"))
-    title = f"`{run}` ({scheme}, N = {fix_text(n, 0)}, b = {fix_text(b, 0)})"
-    head = f"### {title.replace('|', chr(92) + '|')}"
-    attacks = r.get("attacks") or []
-    if not attacks:
-        return [head, "", "Not detected: its texts are the unwatermarked LM negatives (FPR on LM texts).", ""]
-    with_lm = any(isinstance(a.get("fpr_lm"), dict) for a in attacks)
-    p1 = alpha_pct(a1)
-    header = [
-        "attack",
-        "rate",
-        "n+ / n−",
-        *(f"TPR@{alpha_pct(a)} exact (observed)" for a in alphas),
-        f"model prediction TPR@{p1}",
-        f"model fit test@{p1}",
-        "agrees",
-        f"TPR@{p1} empirical",
-        f"FPR@{p1} human",
-        *([f"FPR@{p1} LM"] if with_lm else []),
-        "AUC",
-        "mean bit rate",
-    ]
-    rows, models, rejected = [], [], []
-    for a in attacks:
-        observed = value_at(a.get("tpr"), a1)
-        predicted = value_at(a.get("predicted_tpr"), a1)
-        if isinstance(predicted, dict) and math.isfinite(num_text(predicted.get("value"))):
-            models.append(str(predicted["model"]) if predicted.get("model") else _OLD_PREDICTION)
-        if model_rejected(predicted):
-            rejected.append(f"`{_line(run_label(a))}` ({fit_cell(predicted)})")
-        rows.append(
-            [
-                run_label(a),
-                fix_text(a.get("rate"), 2),
-                f"{fix_text(a.get('n_pos'), 0)} / {fix_text(a.get('n_neg'), 0)}",
-                *(rate_ci(value_at(a.get("tpr"), al)) for al in alphas),
-                prediction_cell(predicted),
-                fit_cell(predicted),
-                agrees(predicted, observed),
-                rate_ci(value_at(a.get("tpr_empirical"), a1)),
-                rate_ci(value_at(a.get("fpr"), a1)),
-                *([rate_ci(value_at(a.get("fpr_lm"), a1))] if with_lm else []),
-                value_ci(a.get("auc"), 3),
-                mean_bit_rate(a.get("bit_rate")),
-            ]
-        )
-    notes = []
-    if any(isinstance(value_at(a.get("predicted_tpr"), a1), dict) for a in attacks):
-        notes.append(
-            f"TPR@α exact (observed) is the estimate: the share of texts the exact test flagged, with its "
-            f"Clopper–Pearson interval. Model prediction TPR@{p1} is a model prediction, secondary to it: "
-            "the TPR the model below predicts from the measured bit accuracy. Model fit test: the two-sided "
-            "parametric-bootstrap p-value of the observed detected count against the fitted model's."
-        )
-    notes += [f"Model prediction TPR@{p1} assumes: {m}." for m in dict.fromkeys(models)]
-    if rejected:
-        notes.append(
-            f"Model rejected by the data at the {100 * level:g}% level for "
-            + ", ".join(rejected)
-            + ": there "
-            "the prediction is not informative and the observed TPR is the only estimate."
-        )
-    notes += no_prediction_notes(attacks, a1)
-    table = Table.of(f"detection-{safe_name(r.get('run'))}", header, rows, f"Detection of {title}.", notes)
-    return [head, "", table, "", *_trends(r.get("trends"), level)]
-
-
-def _trends(trends: Any, level: float = 0.05) -> list[str]:
-    """One line per attack swept over rates: the one-sided Cochran–Armitage test that the TPR falls."""
-    if not isinstance(trends, dict) or not trends:
-        return []
-    lines = []
-    for name, t in trends.items():
-        pairs = ", ".join(
-            f"{fix_text(rate, 2)}: {fix_text(k, 0)}/{fix_text(n, 0)}"
-            for rate, k, n in zip(t.get("rates", []), t.get("k", []), t.get("n", []), strict=False)
-        )
-        alpha = num_text(t.get("alpha"))
-        lines.append(
-            f"- TPR trend of `{_line(name)}` at α = {f'{alpha:g}' if math.isfinite(alpha) else DASH} "
-            f"(rate: detected/texts — {pairs}): one-sided Cochran–Armitage test, {trend_verdict(t, level)}"
-        )
-    return [*lines, ""]
-
-
 def _grid(runs: list[dict[str, Any]], alpha: str) -> list[Block]:
     schemes = list(dict.fromkeys(str(r.get("scheme")) for r in runs if r.get("grid") is True))
     if not schemes:
@@ -319,8 +220,12 @@ def _blocks(results: dict[str, Any], timing: dict[str, Any] | None) -> list[Bloc
     runs = _check(results)
     alphas = _alphas(results)
     blocks = [*_settings(results), *_SECURITY, *_cost_quality(runs, timing), "## Detection", ""]
+    mode = (results.get("config") or {}).get("localize")
     for r in runs:
-        blocks += _detection_run(r, alphas, 1.0 - _confidence(results))
+        blocks += [
+            *detection_run(r, alphas, 1.0 - _confidence(results)),
+            *localization_blocks(r, alphas, mode),
+        ]
     blocks += _grid(runs, alphas[0])
     seen: set[str] = set()
     for i, b in enumerate(blocks):

@@ -11,7 +11,7 @@ from typing import Any
 
 from pmark_impl.evaluate._figures import alpha_pct, run_label, value_at
 
-__all__ = ["HOW_TO_READ", "SECURITY", "how_to_read", "no_prediction_notes", "statistic_kinds"]
+__all__ = ["HOW_TO_READ", "LOCALIZATION", "SECURITY", "how_to_read", "no_prediction_notes", "statistic_kinds"]
 
 _EXACT = (
     "- **Exact test**: a text is flagged when the scheme's exact p-value is at most α, a calibrated threshold; its "
@@ -62,25 +62,39 @@ HOW_TO_READ = [
 
 _EXACT_LINE, _PREDICTED_LINE = 2, 4
 
+#: The guide's line on localisation (issue 39), where the report has a localisation table.
+LOCALIZATION = (
+    "- **Localisation** (copy-paste, sentence-insert): a text counts as localised when some segment of consecutive "
+    "sentences has an adjusted p-value ≤ α. That p-value is family-wise over all the T(T+1)/2 windows of the text "
+    "and the alignments of the key's positions scanned (exact within one alignment, L1; Bonferroni over the "
+    "alignments): a human text has any segment at α with probability ≤ α, which the FPR-localised column "
+    "measures. The verdict column (TPR whole text, like every other TPR of the report) is the whole-text test, "
+    "which localisation leaves unchanged."
+)
 
-def how_to_read(counts: bool = True, others: bool = False) -> list[str]:
+
+def how_to_read(counts: bool = True, others: bool = False, localized: bool = False) -> list[str]:
     """The reading guide for a report with count statistics (``counts``: X3 and the model prediction, C14)
-    and/or statistics that are not counts (``others``: no claim of the toolkit cited for them, no prediction)."""
+    and/or statistics that are not counts (``others``: no claim of the toolkit cited for them, no prediction),
+    with the line on localisation where the report has localised texts (``localized``)."""
     lines = list(HOW_TO_READ)
     if others:
         lines[_EXACT_LINE] = _EXACT + (_EXACT_COUNT_MIXED if counts else "") + _EXACT_END + _EXACT_OTHER
         lines[_PREDICTED_LINE] = lines[_PREDICTED_LINE] + _PREDICTED_OTHER if counts else _OBSERVED_ONLY
+    if localized:
+        lines.insert(_PREDICTED_LINE + 1, LOCALIZATION)
     return lines
 
 
-def statistic_kinds(results: dict[str, Any]) -> tuple[bool, bool]:
-    """``(counts, others)`` of a ``results.json`` dict: whether its detected texts include count statistics (a
-    measured bit rate) and statistics that are not counts (none); a report without detection reads as counts."""
+def statistic_kinds(results: dict[str, Any]) -> tuple[bool, bool, bool]:
+    """``(counts, others, localized)`` of a ``results.json`` dict: whether its detected texts include count
+    statistics (a measured bit rate), statistics that are not counts (none; a report without detection reads as
+    counts), and attacks with a localisation entry (``tpr_localized``, issue 39)."""
     runs = [r for r in results.get("runs") or [] if isinstance(r, dict)]
     attacks = [a for r in runs for a in r.get("attacks") or [] if isinstance(a, dict)]
     counts = any(isinstance(a.get("bit_rate"), dict) for a in attacks)
     others = any(a.get("bit_rate") is None for a in attacks)
-    return counts or not others, others
+    return counts or not others, others, any("tpr_localized" in a for a in attacks)
 
 
 def _line(x: Any) -> str:

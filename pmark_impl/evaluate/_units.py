@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pmark_impl.evaluate._config import NO_SCHEME, EvalConfig, RunSpec, unit_seed
+from pmark_impl.evaluate._localize import DOCUMENT_PARAMS, LOCALIZED_ATTACKS, localization_record, pasted_span
+from pmark_theory._validate import PMarkValueError
 
 __all__ = ["CountingSampler", "EvalContext", "Generated", "detection_record", "generate_group", "run_unit"]
 
@@ -104,8 +106,21 @@ def _record(result: Any, scheme: Any) -> dict[str, Any]:
     return out
 
 
-def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: str, seed: int) -> list[dict]:
+def detection_record(
+    ctx: EvalContext,
+    run: RunSpec,
+    texts: list[str],
+    prompt: str,
+    seed: int,
+    localize: dict[int, tuple[int, int] | None] | None = None,
+) -> list[dict]:
     """Detect each of ``texts`` (continuations of ``prompt``) with ``run``'s detector.
+
+    ``localize``: the indices of the texts also localised (``ctx.config.localize``'s mode; issue 39), each with
+    copy-paste's pasted span or ``None``; their records gain ``"localization"``
+    (:func:`pmark_impl.evaluate._localize.localization_record`, or ``{"skipped": reason}`` for a scheme that cannot
+    localise). They are detected in a call of their own: each text's result is the one it gets alone (``detect_many``),
+    so the other records are those of a detection without localisation.
 
     Returns:
       One record per text: ``p_value`` (the verdict's: 1 for "not enough evidence"), ``raw_p_value`` (the exact
@@ -121,10 +136,7 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
     alpha = max(ctx.config.alphas)  # p-values above the largest level are never needed exactly
     settings = dict(run.settings)
     options = {o.name: settings[o.name] for o in scheme.options if o.detect and o.name in settings}
-    results = detect_many(
-        ctx.key,
-        texts,
-        ctx.encoder,
+    common = dict(
         scheme=scheme,
         sampler=ctx.sampler if scheme.detect_needs_lm else None,
         prompt=prompt,
@@ -136,7 +148,41 @@ def detection_record(ctx: EvalContext, run: RunSpec, texts: list[str], prompt: s
         calibration=ctx.calibrations.get(scheme.name),
         **options,
     )
-    return [_record(r, scheme) for r in results]
+    mode = ctx.config.localize
+    wanted = sorted(localize or ()) if mode is not None else []
+    found, reason = (
+        _localize_texts(ctx, scheme, [texts[i] for i in wanted], mode, common) if wanted else ({}, None)
+    )
+    found = {wanted[k]: r for k, r in found.items()}
+    rest = [i for i in range(len(texts)) if i not in found]
+    results = (
+        dict(zip(rest, detect_many(ctx.key, [texts[i] for i in rest], ctx.encoder, **common))) if rest else {}
+    )
+    out = []
+    for i in range(len(texts)):
+        rec = _record(found.get(i, results.get(i)), scheme)
+        if i in wanted:
+            loc = (
+                localization_record(found[i], mode, alpha, localize[i]) if i in found else {"skipped": reason}
+            )
+            rec["localization"] = loc
+        out.append(rec)
+    return out
+
+
+def _localize_texts(
+    ctx: EvalContext, scheme: Any, texts: list[str], mode: str, common: dict[str, Any]
+) -> tuple[dict[int, Any], str | None]:
+    """``({index: localised result}, None)``, or ``({}, reason)`` when the scheme cannot localise these texts (no
+    ``Scheme.sentence_laws``, or its hook refused: the reason is its one-line message)."""
+    from pmark_impl.detection import detect_many
+    from pmark_impl.schemes import check_localizable
+
+    try:
+        check_localizable(scheme)
+        return dict(enumerate(detect_many(ctx.key, texts, ctx.encoder, localize=mode, **common))), None
+    except PMarkValueError as exc:  # a detection error that is not localisation's recurs without it
+        return {}, str(exc)
 
 
 def _generation_options(run: RunSpec) -> tuple[str, int, dict[str, Any]]:
@@ -252,22 +298,27 @@ def run_unit(
     }
     t1 = time.perf_counter()
     if run.scheme != NO_SCHEME:
-        attacked = []
+        attacked, localize = [], {}
         for spec in run.attacks:
+            if spec.name in LOCALIZED_ATTACKS and ctx.config.localize is not None:
+                localize[len(attacked)] = None
             if spec.name == "none" or not res.text.strip():
                 attacked.append(res.text)
                 continue
             params = dict(spec.params)
-            if spec.name == "sentence-insert":
-                params.setdefault("sentences", list(doc.human) or None)
-            if spec.name == "copy-paste":
-                params.setdefault("human", list(doc.human) or None)
+            if spec.name in DOCUMENT_PARAMS:  # sentence-insert's pool, copy-paste's host: the document's
+                params.setdefault(DOCUMENT_PARAMS[spec.name], list(doc.human) or None)
             rng = np.random.default_rng(
                 unit_seed(ctx.config.seed, "attack", run.run_id, doc.doc_id, spec.label)
             )
             attacked.append(get_attack(spec.name, **params)(res.text, rng))
+            if spec.name == "copy-paste" and len(attacked) - 1 in localize:
+                localize[len(attacked) - 1] = pasted_span(attacked[-1], res.text, params["human"])
+        if localize:  # the human negative too: the FPR with localisation
+            localize[len(attacked)] = None
         texts = [*attacked, human] + ([lm_text] if lm_text is not None else [])
-        dets = detection_record(ctx, run, texts, doc.prompt, unit_seed(ctx.config.seed, "detect", doc.doc_id))
+        det_seed = unit_seed(ctx.config.seed, "detect", doc.doc_id)
+        dets = detection_record(ctx, run, texts, doc.prompt, det_seed, localize)
         record["attacks"] = {
             spec.label: {"text": text, "detection": det}
             for spec, text, det in zip(run.attacks, attacked, dets, strict=False)
