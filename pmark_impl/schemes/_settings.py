@@ -92,7 +92,8 @@ def resolve_settings(
             continue
         if declared:
             names = [s for s, _ in declared]
-            which = f"the {' and '.join(names)} scheme{'s' if len(names) > 1 else ''}"
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            which = f"the {listed} scheme{'s' if len(names) > 1 else ''}"
             raise PMarkValueError(f"{name} applies to {which} only, got scheme {scheme.name!r}")
         own = ", ".join(mine) or "none"
         raise PMarkValueError(f"scheme {scheme.name!r} has no setting {name!r} (its settings: {own})")

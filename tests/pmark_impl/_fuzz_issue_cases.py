@@ -28,6 +28,7 @@ from _fuzz_issue36_audit import audit_api_cases, audit_cli_cases
 from _fuzz_issue36_force import force_cli_cases
 from _fuzz_issue36_keys import keys_api_cases, keys_cli_cases
 from _fuzz_issue36_plugins import plugin_cli_cases
+from _fuzz_issue39 import localize_cli_cases
 from _impl_fakes import FakeSampler
 
 GENERATE = "generate --key k.key --max-sentences 2 --n 4"
@@ -96,6 +97,7 @@ def issue_cli_cases(assets: Assets) -> dict[str, list[CliCase]]:
     cases += found_cli_cases(assets)
     cases += force_cli_cases(assets) + plugin_cli_cases(assets) + keys_cli_cases(assets)  # issue 36
     cases += audit_cli_cases(assets)
+    cases += localize_cli_cases(assets)  # issues 37 and 39
     by_group: dict[str, list[CliCase]] = {}
     for c in cases:
         by_group.setdefault(c.group, []).append(c)
