@@ -53,7 +53,7 @@ def scheme_table() -> list[dict[str, Any]]:
             calibration=None if cal is None else {"name": cal.name, "stored_in": cal.stored_in, "command": cal.command},
             settings=[
                 {"name": o.name, "default": o.default if o.cli_default is None else o.cli_default, "detect": o.detect,
-                 "help": o.help}
+                 "generate": o.generate, "help": o.help}
                 for o in scheme.options
             ],
         )  # fmt: skip
@@ -73,7 +73,8 @@ def cmd_schemes(args: argparse.Namespace) -> int:
         return 0
     lines = [
         "Settings: --set NAME=VALUE (the built-ins' also as flags: lsh_dim is --lsh-dim); [detect]: detection "
-        "needs it and reads it from the provenance record.",
+        "needs it and reads it from the provenance record; [detect only]: a setting of the detector alone "
+        "(given to pmark detect, never recorded).",
         "",
     ]
     for e in table:
@@ -86,7 +87,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
             extra += f", calibration: {cal['name']} ({cal['stored_in']}; {cal['command']})"
         lines.append(f"    {extra}")
         for s in e["settings"]:
-            tag = " [detect]" if s["detect"] else ""
+            tag = (" [detect]" if s.get("generate", True) else " [detect only]") if s["detect"] else ""
             lines.append(f"    {s['name']} (default {s['default']!r}){tag}: {s['help']}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

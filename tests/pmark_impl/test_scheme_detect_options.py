@@ -193,3 +193,13 @@ def test_cli_soft_count_flags_follow_the_scheme(tmp_path, capsys, monkeypatch):
     assert cli.main(["detect", "--key", key_path, "--delta", "0.05", str(outs["semstamp"])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--delta does not apply" in err[0], err
+
+
+def test_pmark_schemes_marks_detection_only_settings(capsys):
+    assert cli.main(["schemes"]) == 0
+    text = capsys.readouterr().out
+    assert "delta (default 0.001) [detect only]" in text and "lsh_dim (default 3) [detect]" in text
+    assert cli.main(["schemes", "--json"]) == 0
+    table = {e["name"]: e for e in json.loads(capsys.readouterr().out)}
+    offline = {s["name"]: s for s in table["offline"]["settings"]}
+    assert offline["K"]["generate"] is False and offline["offline_batch"]["generate"] is True
