@@ -32,7 +32,7 @@ import numpy as np
 from pmark_impl.detection import detect
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import TERMINAL_MARKS, SentenceEncoder, embed, split_sentences
-from pmark_impl.schemes import resolve_channels
+from pmark_impl.schemes import pmark_key, resolve_channels
 from pmark_theory._key_recovery import recover_from_counts, recover_from_projections, score_recovery
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
@@ -198,8 +198,8 @@ def key_recovery_on_text(
             if res.n_sentences != t_len:
                 raise PMarkValueError(f"a query of {t_len} sentences was split into {res.n_sentences}")
             out.append(_read_output(res.to_dict(evidence=evidence), level, t_len, b))
-    v_true = key.pivots()[:b]
-    bits_true = key.bits_matrix(t_len)[:, :b]
+    v_true = pmark_key.pivots(key)[:b]
+    bits_true = pmark_key.bits_matrix(key, t_len)[:, :b]
     x_all = x.reshape(-1, key.dim)
     cos, cmin, acc, agree, cos_chance, agree_chance = [], [], [], [], [], []
     for q in qs:

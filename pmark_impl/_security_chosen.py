@@ -20,7 +20,7 @@ from pmark_impl._security import CachedEncoder, sign_agreement
 from pmark_impl.detection import detect
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import SentenceEncoder
-from pmark_impl.schemes import resolve_channels
+from pmark_impl.schemes import pmark_key, resolve_channels
 from pmark_theory._chosen_text import fit_pivots
 from pmark_theory._chosen_text_attack import attack_level_chosen
 from pmark_theory._key_recovery import score_recovery
@@ -95,7 +95,7 @@ def chosen_text_on_text(
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(pool_text))
     log = attack_level_chosen("total", oracle, order, t_len, b, qs[-1], rng, emb=emb)
-    v_true = key.pivots()[:b]
+    v_true = pmark_key.pivots(key)[:b]
     side_f = emb[order[0]] @ v_true.T > 0
     res: dict[str, list] = {
         k: [] for k in ("cosine", "min_cosine", "sign_agreement", "bits_decoded", "labels")

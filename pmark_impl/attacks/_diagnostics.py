@@ -23,7 +23,7 @@ import numpy as np
 
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import SentenceEncoder, embed, split_sentences
-from pmark_impl.schemes import resolve_channels
+from pmark_impl.schemes import pmark_key, resolve_channels
 from pmark_theory._counts import hard_counts
 
 __all__ = ["AttackSimilarity", "EvidenceFlips", "attack_similarity", "evidence_flips"]
@@ -138,8 +138,8 @@ def evidence_flips(
         nan = float("nan")
         return EvidenceFlips(0, 0, nan, nan, nan, nan, np.full(b, nan), abs(len(a) - len(z)))
     e = embed(encoder, a[:m] + z[:m], key.dim)
-    f = e @ key.pivots()[:b].T  # [2m, b]
-    bits = key.bits_matrix(m)[:, :b]
+    f = e @ pmark_key.pivots(key)[:b].T  # [2m, b]
+    bits = pmark_key.bits_matrix(key, m)[:, :b]
     c0 = np.asarray(hard_counts(f[:m], 0.0, bits), dtype=np.int64)
     c1 = np.asarray(hard_counts(f[m:], 0.0, bits), dtype=np.int64)
     had = c0 == 1

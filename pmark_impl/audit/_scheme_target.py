@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pmark_impl.schemes import pmark_key
 from pmark_theory._validate import PMarkValueError
 
 __all__ = ["SchemeTarget", "scheme_target"]
@@ -168,7 +169,7 @@ class SchemeTarget:
         return np.asarray(self.scheme.law(setup, texts, probs), dtype=np.float64)
 
     def key_directions(self, key: Any) -> np.ndarray:
-        return np.asarray(key.pivots()[: self.channels])
+        return np.asarray(pmark_key.pivots(key)[: self.channels])
 
 
 def _detects(scheme: Any, name: str) -> bool:

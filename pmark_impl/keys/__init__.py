@@ -25,7 +25,6 @@ from pmark_impl.keys._cell_calibration import (
     CellCalibration,
     cell_map_digest,
     count_cells,
-    green_count_pvalue,
 )
 from pmark_impl.keys._centroids import (
     DEFAULT_N_CLUSTERS,
@@ -73,7 +72,6 @@ __all__ = [
     "count_cells",
     "fit_centroids",
     "fit_key_centroids",
-    "green_count_pvalue",
     "load_key",
     "save_key",
     "sign_counts",

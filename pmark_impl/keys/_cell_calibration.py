@@ -18,7 +18,7 @@ back on the pooled law (which it equals when successive cells are independent) r
 Positions ``t >= text_sentences`` use the pooled masses.
 
 Gamma and green seeding are NOT stored: the masses are per cell, so any green size and any seeding can be tested
-with them. :func:`green_count_pvalue` is the test the detector runs (:mod:`pmark_impl.schemes._cells`): without a
+with them. ``pmark_impl.schemes.cell_key.green_count_pvalue`` is the test the detector runs: without a
 calibration, the binomial tail (exact over keys, C5); with one, the exact Poisson-binomial upper tail of the green
 count with ``p_t = q_t(G_t)`` (positional green sets) or ``p_t = q(G(c_(t-1)) | c_(t-1))`` for ``t >= 1``
 (``green_seeding="cell"``). Assumption: the cells of a text's successive sentences are independent with the
@@ -33,24 +33,20 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from pmark_impl._corpus import check_corpus_record
-from pmark_theory._per_key_test import poisson_binomial_sf
 from pmark_theory._validate import PMarkValueError, check_positive_int
 
 __all__ = [
     "MAX_CALIBRATED_CELLS",
     "SMOOTHING",
     "CellCalibration",
-    "GreenCount",
     "cell_calibrations_from_json",
     "cell_map_digest",
     "count_cells",
-    "green_count_pvalue",
 ]
 
 #: The smoothing of the stored counts (module docstring); a key file names it, so a later rule cannot be mixed in.
@@ -284,46 +280,3 @@ def check_distinct(calibrations: Sequence[Any]) -> tuple[CellCalibration, ...]:
             "a key holds at most one cell calibration per cell map (scheme, size option, size)"
         )
     return cals
-
-
-class GreenCount(NamedTuple):
-    """The green-count test of one text: ``green`` per sentence, ``n_green``, ``p_value``, ``best`` (the smallest
-    attainable p-value) and ``null_probabilities`` (``p_t``; ``None`` for the binomial null ``g/M``)."""
-
-    green: list[bool]
-    n_green: int
-    p_value: float
-    best: float
-    null_probabilities: np.ndarray | None
-
-
-def green_count_pvalue(
-    key: Any,
-    cells: Sequence[int],
-    n_cells: int,
-    g: int,
-    seeding: str,
-    calibration: CellCalibration | None = None,
-) -> GreenCount:
-    """The green count of a text with cells ``cells`` and its p-value (module docstring; C5, K1).
-
-    Without ``calibration``: ``P(Binomial(T, g/M) >= #green)``. With one: the exact Poisson-binomial upper tail
-    (:func:`pmark_theory.poisson_binomial_sf`) with ``p_t`` of :meth:`CellCalibration.green_probabilities`.
-    """
-    t_len = len(cells)
-    if seeding == "cell":  # sentence t >= 1: keyed by the cell of the text's sentence t - 1
-        sets = [
-            key.green_set(0, n_cells, g) if t == 0 else key.green_set_for_cell(int(cells[t - 1]), n_cells, g)
-            for t in range(t_len)
-        ]
-    else:
-        sets = [key.green_set(t, n_cells, g) for t in range(t_len)]
-    green = [bool(sets[t][int(cells[t])]) for t in range(t_len)]
-    n_green = sum(green)
-    if calibration is None:
-        gam = g / n_cells
-        p = float(stats.binom.sf(n_green - 1, t_len, gam)) if t_len else 1.0
-        return GreenCount(green, n_green, p, gam**t_len, None)
-    q = calibration.green_probabilities(sets, cells, seeding)
-    p = float(poisson_binomial_sf(n_green, q)) if t_len else 1.0
-    return GreenCount(green, n_green, p, float(np.prod(q)), q)

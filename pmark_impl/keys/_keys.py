@@ -1,24 +1,17 @@
-"""The watermark key: a 32-byte secret and everything derived from it by a keyed PRF (docs/architecture.md "The watermark key", C10, E13, E18).
+"""The watermark key: a 32-byte secret, its keyed PRF, and the calibrations stored with it (docs/architecture.md
+"The watermark key", C10, E13, E18).
 
-Every random object of the scheme is derived from the secret with HMAC-SHA256 under a distinct label, so the
-objects are (computationally) independent of each other and of the text:
-
-  * ``"pivots"``: seed of the Haar pivots ``V = haar_pivots(seed, d, b)`` ``[b, d]`` (E18);
-  * ``"bits/{t}"``: the channel bits ``r_(t, j)``, ``j = 1..b``, of sentence position ``t`` — a keyed PRF of
-    the position only, never of the text, so for any fixed text the bits are iid ``Bern(½)`` over keys and the
-    hard count is exactly ``Binomial(bT, ½)`` (X3) — the default ``seeding = "position"``;
-  * ``"seeds/zeta"``: with ``seeding = "context"`` (Z1–Z4), ``b`` seed vectors ``ζ`` uniform in the orthogonal
-    complement of the pivots (``pmark_theory._seeds.complement_frame``): the bits of sentence ``t >= 1`` are
-    ``1{<ζ_i, mean of the w previous embeddings> > 0}``, so deleting a sentence breaks one position, not all
-    later ones; the hard count is then no longer exactly binomial (Z3), and detection uses the
-    key-resampling p-value;
-  * ``"generate/{seed}/{t}/…"``: sampling and tie-break/choice randomness of generation (separate labels, so
-    independent of the bits; a user ``seed`` makes runs reproducible);
-  * ``"green/…"`` (``"green-cell/…"``: seeded by the previous sentence's cell): green sets of the cell schemes;
-  * each scheme derives its own material under its own label with :meth:`WatermarkKey.numpy_rng` (SemStamp's
-    LSH normals, the k-means variant's random centroids: :mod:`pmark_impl.schemes`). The key stores fitted
-    centroids when it has them (spherical k-means on a corpus, :mod:`pmark_impl.keys._centroids`, ``pmark keygen
-    --centroid-corpus``).
+Every random object of a scheme is derived from the secret with HMAC-SHA256 (:meth:`WatermarkKey.prf`,
+:meth:`~WatermarkKey.derive_seed`, :meth:`~WatermarkKey.numpy_rng`) under a distinct label, so the objects are
+(computationally) independent of each other and of the text. Each scheme owns its labels and what it derives
+(issue 37): PMark's pivots, channel bits and context seeds (``"pivots"``, ``"bits/{t}"``, ``"seeds/zeta"``:
+:mod:`pmark_impl.schemes.pmark_key`), the cell schemes' green sets (``"green/…"``, ``"green-cell/…"``:
+:mod:`pmark_impl.schemes.cell_key`), SemStamp's LSH normals and k-SemStamp's random centroids (their scheme
+modules), generation's sampling randomness (``"generate/{seed}/{t}/…"``), a plug-in's own labels. The key holds
+what is not derived but measured and stored in its file: PMark's proxy centre (``calibration``, K1) and seeding
+(``seeding``, Z1), k-SemStamp's fitted centroids (``fitted_centroids``), the cell schemes' cell masses
+(``cell_calibrations``) and every scheme's text-level nulls (``text_nulls``, K3) — data the keys layer stores and
+checks, and whose meaning each scheme gives.
 
 Key files (:mod:`pmark_impl.keys._key_files`) are JSON, written atomically with mode 0600 and never pickled. The
 secret never appears in ``repr``, logs or errors.
@@ -26,7 +19,6 @@ secret never appears in ``repr``, logs or errors.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import secrets
@@ -52,7 +44,6 @@ from pmark_impl.keys._key_fields import (
     check_seeding,
 )
 from pmark_impl.keys._text_nulls import KeyTextNull, check_distinct_nulls
-from pmark_theory._geometry import haar_pivots
 from pmark_theory._validate import PMarkValueError, check_bits, check_positive_int
 
 __all__ = [
@@ -282,120 +273,6 @@ class WatermarkKey:
         return next(
             (c for c in self.cell_calibrations if c.identity == (scheme, size_option, int(size))), None
         )
-
-    # ----------------------------------------------------------------------------------------------------------
-    def pivots(self) -> np.ndarray:
-        """Haar pivots ``V`` float64 ``[b, d]`` with orthonormal rows (E18), seeded by ``HMAC(secret, "pivots")``.
-
-        Any ``b' <= b`` first rows are again Haar pivots, so ``pivots()[:b']`` serves fewer channels.
-        """
-        return np.array(_cached_pivots(self.secret, self.dim, self.channels))
-
-    def bits(self, t: int) -> np.ndarray:
-        """Channel bits ``r_(t, j)``, int32 ``[b]`` in ``{0, 1}``, of sentence position ``t >= 0`` (C10, X3).
-
-        The first ``b`` bits (most significant first) of ``HMAC(secret, f"bits/{t}")`` (counter mode past 256).
-        """
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
-            raise PMarkValueError(f"t (sentence position) must be an integer >= 0, got {t!r}")
-        raw = np.frombuffer(self.prf(f"bits/{int(t)}", (self.channels + 7) // 8), dtype=np.uint8)
-        return np.unpackbits(raw)[: self.channels].astype(np.int32)
-
-    def seed_vectors(self, b: int | None = None) -> np.ndarray:
-        """``ζ`` float64 ``[b, d]``: orthonormal, orthogonal to all the key's pivots, jointly Haar with them (Z1)."""
-        b = self.channels if b is None else b
-        return np.array(_cached_seed_vectors(self.secret, self.dim, self.channels))[:b]
-
-    def text_bits(self, embeddings: np.ndarray, b: int | None = None) -> np.ndarray:
-        """The bits ``[T, b]`` of a text's sentences under this key's seeding (positional, or context: Z1).
-
-        Args:
-          embeddings: ``[T, d]`` the text's sentence embeddings in order (unused by positional seeding).
-          b: channels used (default all).
-        """
-        b = self.channels if b is None else b
-        emb = np.asarray(embeddings, dtype=np.float64).reshape(-1, self.dim)
-        if self.seeding == "position":
-            return self.bits_matrix(emb.shape[0])[:, :b]
-        from pmark_theory._seeds import context_seed_bits
-
-        return np.asarray(context_seed_bits(self.seed_vectors(b), emb, self.seed_window, self.bits(0)[:b]))
-
-    def step_bits(self, t: int, previous: np.ndarray, b: int | None = None) -> np.ndarray:
-        """The bits ``[b]`` of sentence ``t`` given the embeddings ``[t, d]`` of the sentences before it.
-
-        Equal to ``text_bits(E)[t]`` for any ``E`` whose first ``t`` rows are ``previous`` (generation uses
-        this, detection :meth:`text_bits`).
-        """
-        b = self.channels if b is None else b
-        if self.seeding == "position" or t == 0:
-            return self.bits(t)[:b]
-        prev = np.asarray(previous, dtype=np.float64).reshape(-1, self.dim)
-        return self.text_bits(np.vstack([prev, np.zeros((1, self.dim))]), b)[-1]
-
-    def bits_matrix(self, n_positions: int) -> np.ndarray:
-        """``r_(t, j)`` for ``t = 0..T-1``: int32 ``[T, b]`` (``T = 0`` gives ``[0, b]``)."""
-        n = check_positive_int("n_positions", n_positions, minimum=0)
-        return np.array([self.bits(t) for t in range(n)], dtype=np.int32).reshape(n, self.channels)
-
-    @property
-    def default_n_clusters(self) -> int:
-        """k-SemStamp's ``k`` when none is given: the ``k`` of the fitted centroids, else 8 (random centroids)."""
-        return 8 if self.fitted_centroids is None else int(self.fitted_centroids.k)
-
-    def green_set(self, t: int, n_cells: int, g: int) -> np.ndarray:
-        """Green set of position ``t``: a uniform ``g``-subset of ``n_cells`` cells, bool ``[M]`` (C5).
-
-        Drawn by ``pmark_theory.random_green_set`` with a JAX key from ``HMAC(secret, f"green/{M}/{g}/{t}")``:
-        independent of the text, fixed for all retries at ``t`` (E3).
-        """
-        import jax
-
-        key = jax.random.key(self.derive_seed(f"green/{n_cells}/{g}/{t}"))
-        return np.asarray(_jitted_green_set()(key, int(n_cells), int(g)))
-
-    def green_set_for_cell(self, cell: int, n_cells: int, g: int) -> np.ndarray:
-        """Green set seeded by the PREVIOUS sentence's cell (the SemStamp / k-SemStamp reference code), bool ``[M]``.
-
-        Same rule as :meth:`green_set` (a uniform ``g``-subset, ``pmark_theory.random_green_set``) with a JAX key
-        from ``HMAC(secret, f"green-cell/{M}/{g}/{cell}")``: a function of the key and ``cell`` only, not of the
-        position (``green_seeding = "cell"``; sentence 0 keeps ``green_set(0, ...)``).
-        """
-        import jax
-
-        if isinstance(cell, bool) or not isinstance(cell, (int, np.integer)) or not 0 <= cell < n_cells:
-            raise PMarkValueError(f"cell must be an integer in 0..{n_cells - 1}, got {cell!r}")
-        key = jax.random.key(self.derive_seed(f"green-cell/{n_cells}/{g}/{int(cell)}"))
-        return np.asarray(_jitted_green_set()(key, int(n_cells), int(g)))
-
-
-@functools.cache
-def _jitted_green_set() -> Any:
-    import jax
-
-    from pmark_theory._cell_rules import random_green_set
-
-    return jax.jit(random_green_set, static_argnums=(1, 2))
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_seed_vectors(secret: bytes, dim: int, channels: int) -> np.ndarray:
-    import jax
-
-    from pmark_theory._seeds import complement_frame
-
-    seed = int.from_bytes(hmac.new(secret, b"seeds/zeta", hashlib.sha256).digest()[:8], "big") >> 1
-    z = np.asarray(complement_frame(jax.random.key(seed), _cached_pivots(secret, dim, channels), channels))
-    z.setflags(write=False)
-    return z
-
-
-@functools.lru_cache(maxsize=32)
-def _cached_pivots(secret: bytes, dim: int, channels: int) -> np.ndarray:
-    seed = int.from_bytes(hmac.new(secret, b"pivots", hashlib.sha256).digest(), "big")
-    v = haar_pivots(np.random.default_rng(seed), dim, channels)
-    v.setflags(write=False)
-    return v
 
 
 def check_key(key: Any, name: str = "key") -> WatermarkKey:

@@ -6,6 +6,9 @@
   (registered with ``@plugin("scheme")``); :func:`scheme_names`, :func:`available_schemes` list them.
 * Built-ins: :mod:`~pmark_impl.schemes.online`, :mod:`~pmark_impl.schemes.offline` (PMark),
   :mod:`~pmark_impl.schemes.semstamp`, the centroid variant, :mod:`~pmark_impl.schemes.simmark`.
+* Their key material (issue 37): :mod:`~pmark_impl.schemes.pmark_key` (PMark's pivots, bits and context seeds)
+  and :mod:`~pmark_impl.schemes.cell_key` (the green sets and green-count test of the cell schemes), functions
+  of the key (``pmark_key.pivots(key)``); the key itself holds the secret and the stored calibrations.
 
 A plug-in scheme is checked when it loads and runs behind a guard (:mod:`pmark_impl.schemes._guard`): a fault of
 its code is a :class:`PluginFault` (a ``PMarkValueError``) naming the plug-in, the call and the message.
@@ -24,6 +27,7 @@ statistics, tests, key resampling and per-key calibration (:mod:`._pmark_stats`,
 
 from __future__ import annotations
 
+from pmark_impl.schemes import cell_key, pmark_key
 from pmark_impl.schemes._base import (
     DetectRequest,
     Draw,
@@ -126,6 +130,7 @@ __all__ = [
     "available_schemes",
     "calibrate_key",
     "calibrate_simmark",
+    "cell_key",
     "check_localizable",
     "check_localize_mode",
     "clopper_pearson",
@@ -142,6 +147,7 @@ __all__ = [
     "load_simmark_calibration",
     "localize",
     "output_record",
+    "pmark_key",
     "record_json",
     "recorded_settings",
     "resolve_channels",

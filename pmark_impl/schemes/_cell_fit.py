@@ -26,11 +26,11 @@ from pmark_impl.keys import (
     cell_map_digest,
     check_key,
     count_cells,
-    green_count_pvalue,
 )
 from pmark_impl.sampling import check_callable, check_encoder, embed
 from pmark_impl.schemes._base import SchemeCalibration
 from pmark_impl.schemes._pmark_calibrate import ALPHAS, clopper_pearson
+from pmark_impl.schemes.cell_key import green_count_pvalue
 from pmark_theory._validate import PMarkValueError, check_green_size, check_positive_int
 
 __all__ = ["FIT_OPTIONS", "cell_calibration", "fit_cell_key", "held_out_fpr"]

@@ -24,8 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
-from pmark_impl.keys import cell_map_digest, green_count_pvalue
+from pmark_impl.keys import cell_map_digest
 from pmark_impl.sampling import check_number, draw_candidates, embed, embed_reporting
+from pmark_impl.schemes import cell_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SentenceLaws, Setup, StepOutput
 from pmark_impl.schemes._cell_fit import cell_calibration
 from pmark_impl.schemes._decision import SentenceEvidence
@@ -161,8 +162,8 @@ def cell_step(
 
 def _green(key: Any, state: CellState, t: int, seeding: str) -> np.ndarray:
     if seeding == "cell" and state.prev_cell is not None:
-        return key.green_set_for_cell(state.prev_cell, state.n_cells, state.green_size)
-    return key.green_set(t, state.n_cells, state.green_size)
+        return cell_key.green_set_for_cell(key, state.prev_cell, state.n_cells, state.green_size)
+    return cell_key.green_set(key, t, state.n_cells, state.green_size)
 
 
 def _detect_one(
@@ -175,7 +176,7 @@ def _detect_one(
     """The green-cell count of one text (exact with positional green sets; approximate when a previous cell repeats
     under ``green_seeding = "cell"``: positions sharing a previous cell share a green set). With a cell calibration
     of this cell map in the key, the p-value is the calibrated Poisson-binomial tail (K1,
-    :func:`pmark_impl.keys._cell_calibration.green_count_pvalue`: cells independent across positions, or Markov
+    :func:`pmark_impl.schemes.cell_key.green_count_pvalue`: cells independent across positions, or Markov
     given the previous cell)."""
     settings, opts = request.settings, request.options
     green_seeding = settings["green_seeding"]
@@ -184,7 +185,7 @@ def _detect_one(
     cells = np.asarray(cell_fn(emb)) if t_len else []
     g = check_green_size(round(settings["gamma"] * n_cells), n_cells)
     gam = g / n_cells
-    res = green_count_pvalue(request.key, cells, n_cells, g, green_seeding, cal)
+    res = cell_key.green_count_pvalue(request.key, cells, n_cells, g, green_seeding, cal)
     green, n_green, p = res.green, res.n_green, res.p_value
     out = dict(opts["base"])
     out.update({o: settings[o] for o in settings if o not in ("gamma", "green_seeding")})
@@ -249,7 +250,7 @@ def _sentence_laws(
     g = check_green_size(round(settings["gamma"] * m), m)
     cells = [int(s.cell) for s in result.sentences]
     rows = [t - int(shift) for t in range(len(cells))]
-    sets = {r: request.key.green_set(r, m, g) for r in rows if r >= 0}
+    sets = {r: cell_key.green_set(request.key, r, m, g) for r in rows if r >= 0}
     counts = np.asarray([int(bool(sets[r][c])) if r >= 0 else 0 for r, c in zip(rows, cells)], np.int64)
     none = np.array([1.0, 0.0])  # no position under this shift: never green
     if cal is None:

@@ -1,7 +1,7 @@
 """What online and offline PMark share: the per-text state, the step's bits and centre, detection, the record.
 
 Per text the state is the tuple of the kept sentences' embeddings when the key needs them (a context centre, K1,
-or context seeds, Z1), else empty. At position ``t`` the bits are ``key.step_bits(t, previous, b)`` and the
+or context seeds, Z1), else empty. At position ``t`` the bits are ``pmark_key.step_bits(key, t, previous, b)`` and the
 proxy centre ``c_t`` is :func:`pmark_theory.step_centre` of the previous embeddings. Detection computes the
 centred proxies of every sentence, the reference medians (0 offline; online the HD median of ``N`` fresh
 candidates, E14, :func:`online_medians`) and the bits, then :func:`pmark_impl.schemes._pmark_stats.pmark_results` (X3, X4, K1, Z3).
@@ -26,6 +26,7 @@ from pmark_impl.sampling import (
     sampler_device,
     torch_generator,
 )
+from pmark_impl.schemes import pmark_key
 from pmark_impl.schemes._base import DetectRequest, Option, SchemeCalibration, SentenceLaws, Setup
 from pmark_impl.schemes._pmark_stats import ADAPTIVE_RESOLUTION, pmark_results
 from pmark_impl.schemes._results import count_record
@@ -143,7 +144,7 @@ def bits_and_centre(
     """The key's bits ``r_(t, ·)`` ``[b]`` (positional or context seeds, Z1) and the proxy centre ``c_t`` (K1)."""
     key = setup.key
     chosen = list(state)
-    bits = key.step_bits(t, np.asarray(chosen).reshape(-1, key.dim), setup.channels)
+    bits = pmark_key.step_bits(key, t, np.asarray(chosen).reshape(-1, key.dim), setup.channels)
     centre = None if key.centring == "none" else np.asarray(step_centre(key.centring, chosen, key.centre))
     return bits, centre
 
@@ -160,7 +161,7 @@ def detect(request: DetectRequest, *, online: bool) -> list[Any]:
     bounds = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     flat = [s for sentences in split for s in sentences]
     emb = embed_reporting(encoder, flat, key.dim, None if online else request.progress)
-    v = key.pivots()[:b]
+    v = pmark_key.pivots(key)[:b]
     f = np.concatenate(
         [
             centred_text_proxies(v, emb[lo:hi], key.centring, key.centre)
@@ -181,11 +182,15 @@ def detect(request: DetectRequest, *, online: bool) -> list[Any]:
         )
     else:
         m = np.zeros_like(f)
-    key_bits = key.bits_matrix(max(lengths, default=0))[:, :b]  # r_(t, ·) depends on the position t only
+    key_bits = pmark_key.bits_matrix(key, max(lengths, default=0))[
+        :, :b
+    ]  # r_(t, ·) depends on the position t only
     if key.seeding == "position":
         bits = np.concatenate([key_bits[:t] for t in lengths]) if lengths else np.zeros((0, b), np.int32)
     else:  # context seeds (Z1): the bits of sentence t come from the text's previous sentences
-        bits = np.concatenate([key.text_bits(emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)])
+        bits = np.concatenate(
+            [pmark_key.text_bits(key, emb[lo:hi], b) for lo, hi in itertools.pairwise(bounds)]
+        )
     return pmark_results(
         key,
         split,
@@ -246,7 +251,7 @@ def sentence_laws(request: DetectRequest, result: Any, shift: int = 0) -> Senten
     ).reshape(t_len, b)
     rows = np.arange(t_len) - int(shift)
     has = rows >= 0
-    bits = key.bits_matrix(int(rows.max()) + 1 if t_len and has.any() else 0)[:, :b]
+    bits = pmark_key.bits_matrix(key, int(rows.max()) + 1 if t_len and has.any() else 0)[:, :b]
     counts = np.zeros(t_len, dtype=np.int64)
     counts[has] = (signs[has] == bits[rows[has]]).sum(axis=1)
     none = np.zeros(b + 1)

@@ -39,6 +39,7 @@ from pmark_impl.keys import (
     sign_counts,
 )
 from pmark_impl.sampling import check_callable, check_encoder, embed
+from pmark_impl.schemes import pmark_key
 from pmark_impl.schemes._pmark_stats import per_key_soft_statistics
 from pmark_theory._detection import (
     calibrated_soft_pvalue_interval,
@@ -111,10 +112,10 @@ def _held_out_measure(
     ``per_key_independent`` (the Poisson-binomial tail assuming independent sign bits, K1's test before K2) and, with ``soft``, X4's ``soft`` and ``soft_per_key`` (a key
     calibrated with magnitude bands), at the default δ = 0.001, K = 150.
     """
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     b = key.channels
     lengths = np.array([len(e) for e in texts])
-    bits = key.bits_matrix(int(lengths.max()))
+    bits = pmark_key.bits_matrix(key, int(lengths.max()))
     f = [centred_text_proxies(v, e, key.centring, key.centre) for e in texts]
     counts = np.array([int(((fi > 0).astype(np.int32) == bits[: len(fi)]).sum()) for fi in f])
     pvals = {"hard": np.atleast_1d(hard_count_pvalue(counts, b * lengths))}
@@ -242,8 +243,8 @@ def calibrate_key(
 
 
 def _calibration_for(key, cal_texts, centre, centring, text_sentences, corpus, documents) -> KeyCalibration:
-    pos, total = sign_counts(key.pivots(), cal_texts, centring, centre)
-    band_pos, band_tot = band_sign_counts(key.pivots(), cal_texts, centring, centre, MAGNITUDE_EDGES)
+    pos, total = sign_counts(pmark_key.pivots(key), cal_texts, centring, centre)
+    band_pos, band_tot = band_sign_counts(pmark_key.pivots(key), cal_texts, centring, centre, MAGNITUDE_EDGES)
     return KeyCalibration(
         centring=centring,
         centre=centre,

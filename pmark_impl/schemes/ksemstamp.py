@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
+from pmark_impl.schemes import cell_key
 from pmark_impl.schemes._base import Option
 from pmark_impl.schemes._cells import cell_scheme
 from pmark_theory._cell_rules import ksemstamp_cells, ksemstamp_margin_ok
@@ -91,5 +92,5 @@ SCHEME = cell_scheme(
     lambda settings: int(settings["n_clusters"]),
     _cell_map,
     _margin_rule,
-    default_size=lambda key: key.default_n_clusters,
+    default_size=lambda key: cell_key.default_n_clusters(key),
 )

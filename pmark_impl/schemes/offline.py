@@ -15,7 +15,7 @@ import numpy as np
 
 from pmark_impl._limits import check_limit
 from pmark_impl.sampling import draw_candidates, embed
-from pmark_impl.schemes import _pmark
+from pmark_impl.schemes import _pmark, pmark_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._laws import argmax_law
 from pmark_impl.schemes._pmark_tests import resolve_test
@@ -84,7 +84,7 @@ def offline_step(
 
 def _step(rng: jax.Array, setup: Setup, state: Any, draw: Draw) -> StepOutput:
     bits, centre = _pmark.bits_and_centre(setup, state, draw.position)
-    v = setup.key.pivots()[: setup.channels]
+    v = pmark_key.pivots(setup.key)[: setup.channels]
     return offline_step(
         rng,
         draw.sampler,
@@ -102,7 +102,7 @@ def _step(rng: jax.Array, setup: Setup, state: Any, draw: Draw) -> StepOutput:
 def _law(setup: Setup, texts: Any, probs: Any) -> np.ndarray:
     """The exact law of the sentence kept at position 0 under this key (X2 with the key's own ``r`` and pivots)."""
     bits, centre = _pmark.bits_and_centre(setup, _pmark.init(setup), 0)
-    v = setup.key.pivots()[: setup.channels]
+    v = pmark_key.pivots(setup.key)[: setup.channels]
     scores = np.asarray(
         offline_scores(jnp.asarray(_pmark.proxies(v, setup.embed(texts), centre)), jnp.asarray(bits))
     )

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl.sampling import draw_candidates, embed
-from pmark_impl.schemes import _pmark
+from pmark_impl.schemes import _pmark, pmark_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Scheme, Setup, StepOutput
 from pmark_impl.schemes._pmark_tests import resolve_test
 from pmark_theory._rules import RULES, select_from_mask
@@ -65,7 +65,7 @@ def online_step(
 
 def _step(rng: jax.Array, setup: Setup, state: Any, draw: Draw) -> StepOutput:
     bits, centre = _pmark.bits_and_centre(setup, state, draw.position)
-    v = setup.key.pivots()[: setup.channels]
+    v = pmark_key.pivots(setup.key)[: setup.channels]
     return online_step(
         rng, draw.sampler, setup.encoder, draw.context, draw.generator, v, bits, setup.n_candidates, centre
     )

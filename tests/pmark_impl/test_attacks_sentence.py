@@ -10,6 +10,7 @@ from pmark_impl.attacks import attack_similarity, evidence_flips, get_attack
 from pmark_impl.detection import detect
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import split_sentences
+from pmark_impl.schemes import pmark_key
 from pmark_theory._validate import PMarkValueError
 
 HUMAN = ["A stranger walked into the room.", "Nobody said a word!", "Was it raining outside?"]
@@ -89,9 +90,9 @@ T, DIM, B = 8, 16, 4
 def watermarked():
     """A perfectly watermarked text: sentence t has f_j = (2 r_(t,j) − 1)/√b on every channel (offline, m = 0)."""
     key = WatermarkKey.generate(np.random.default_rng(11), "fake-encoder", DIM, B)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     sents = universe(T)
-    bits = key.bits_matrix(T + 2)
+    bits = pmark_key.bits_matrix(key, T + 2)
     table = {s: (2 * bits[t] - 1) @ v / np.sqrt(B) for t, s in enumerate(sents)}
     return key, FakeEncoder(DIM, table), sents, bits
 

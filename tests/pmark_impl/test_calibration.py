@@ -35,7 +35,7 @@ from pmark_impl.keys import (
     save_key,
     sign_counts,
 )
-from pmark_impl.schemes import calibrate_key, clopper_pearson, fpr_verdict, key_fpr_study
+from pmark_impl.schemes import calibrate_key, clopper_pearson, fpr_verdict, key_fpr_study, pmark_key
 from pmark_theory import RULES, PMarkValueError
 from pmark_theory._centring import (
     CENTRING_MODES,
@@ -254,8 +254,8 @@ def test_calibrated_key_round_trips_and_has_its_own_fingerprint(tmp_path):
     # Any change of the calibration gives another fingerprint; the key-derived objects stay the same.
     other = key.with_calibration(_cal(key, key.centre, n_total=1001))
     assert len({other.fingerprint, key.fingerprint, plain.fingerprint}) == 3
-    np.testing.assert_array_equal(other.pivots(), plain.pivots())
-    np.testing.assert_array_equal(key.bits_matrix(5), plain.bits_matrix(5))
+    np.testing.assert_array_equal(pmark_key.pivots(other), pmark_key.pivots(plain))
+    np.testing.assert_array_equal(pmark_key.bits_matrix(key, 5), pmark_key.bits_matrix(plain, 5))
     # The uncalibrated key is written as version 1.
     p1 = save_key(plain, tmp_path / "plain.json")
     assert json.loads(p1.read_text())["version"] == 1 and "calibration" not in json.loads(p1.read_text())
@@ -382,7 +382,7 @@ def test_a_huge_integer_in_the_centre_is_a_key_file_error(tmp_path):
 # --------------------------------------------------------------------------------------------------------------
 def _hand_proxies(key: WatermarkKey, emb: np.ndarray) -> np.ndarray:
     """Centred proxies of one text by the rule's definition (NumPy, row by row)."""
-    return (emb - _hand_centres(key.centring, emb, np.asarray(key.centre))) @ key.pivots().T
+    return (emb - _hand_centres(key.centring, emb, np.asarray(key.centre))) @ pmark_key.pivots(key).T
 
 
 def _hard(res) -> np.ndarray:
@@ -396,7 +396,7 @@ def _f(res) -> np.ndarray:
 def test_offline_generation_and_detection_agree_with_a_context_calibrated_key():
     enc = _encoder()
     base = _key(1)
-    mu = 0.6 * base.pivots().sum(axis=0) + np.mean([enc.table[s] for s in UNIVERSE], axis=0)
+    mu = 0.6 * pmark_key.pivots(base).sum(axis=0) + np.mean([enc.table[s] for s in UNIVERSE], axis=0)
     key = base.with_calibration(_cal(base, mu, "context"))
     gen = generate(key, FakeSampler(UNIVERSE), enc, PROMPT, mode="offline", n_candidates=16, max_sentences=10)
     assert len(gen.sentences) == 10 and gen.key_fingerprint == key.fingerprint
@@ -410,12 +410,12 @@ def test_offline_generation_and_detection_agree_with_a_context_calibrated_key():
     emb = enc.encode(list(gen.sentences))
     f = _hand_proxies(key, emb)
     np.testing.assert_allclose(_f(res), f, rtol=1e-9, atol=1e-12)
-    bits = key.bits_matrix(10)
+    bits = pmark_key.bits_matrix(key, 10)
     np.testing.assert_array_equal(hard, ((f > 0).astype(int) == bits).astype(int))
     assert res.watermarked and res.statistics["hard"]["n_green"] == int(hard.sum())
     # The uncalibrated key reads other signs from the same text (the centres are not negligible here).
     plain = detect(base, gen.text, enc, mode="offline")
-    np.testing.assert_allclose(_f(plain), emb @ base.pivots().T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(_f(plain), emb @ pmark_key.pivots(base).T, rtol=1e-9, atol=1e-12)
     assert not np.array_equal(_hard(plain), hard)
 
 
@@ -424,16 +424,16 @@ def test_a_centre_that_flips_every_sign_changes_the_evidence():
     # centred sign is 0; the uncentred signs of the same text are not all 0.
     enc = _encoder()
     base = _key(2)
-    key = base.with_calibration(_cal(base, 3.0 * base.pivots().sum(axis=0), "global"))
+    key = base.with_calibration(_cal(base, 3.0 * pmark_key.pivots(base).sum(axis=0), "global"))
     gen = generate(
         key, FakeSampler(UNIVERSE), enc, PROMPT, mode="offline", n_candidates=8, max_sentences=8, seed=1
     )
     res = detect(key, gen.text, enc, mode="offline")
-    bits = key.bits_matrix(len(gen.sentences))
+    bits = pmark_key.bits_matrix(key, len(gen.sentences))
     assert (_f(res) < 0).all()
     np.testing.assert_array_equal(_hard(res), (bits == 0).astype(int))
     assert _hard(res).sum(axis=1).tolist() == [step.matches for step in gen.steps]
-    raw = enc.encode(list(gen.sentences)) @ base.pivots().T
+    raw = enc.encode(list(gen.sentences)) @ pmark_key.pivots(base).T
     assert (raw > 0).any()  # so the uncalibrated evidence must differ somewhere
     plain = detect(base, gen.text, enc, mode="offline")
     np.testing.assert_array_equal(_hard(plain), ((raw > 0).astype(int) == bits).astype(int))
@@ -443,7 +443,7 @@ def test_a_centre_that_flips_every_sign_changes_the_evidence():
 def test_online_generation_and_detection_with_a_calibrated_key():
     enc = _encoder()
     base = _key(3, channels=2)
-    mu = 0.8 * base.pivots().sum(axis=0)
+    mu = 0.8 * pmark_key.pivots(base).sum(axis=0)
     key = base.with_calibration(_cal(base, mu, "context"))
     kwargs = dict(mode="online", n_candidates=16, max_sentences=14, seed=2)
     gen = generate(key, FakeSampler(UNIVERSE), enc, PROMPT, **kwargs)
@@ -459,7 +459,7 @@ def test_online_generation_and_detection_with_a_calibrated_key():
     np.testing.assert_array_equal(_hard(plain), _hard(res))
     # ... while the proxies and medians themselves are shifted by <v_j, c_t>.
     emb = enc.encode(list(gen.sentences))
-    shift = _hand_centres("context", emb, mu) @ base.pivots().T
+    shift = _hand_centres("context", emb, mu) @ pmark_key.pivots(base).T
     np.testing.assert_allclose(_f(plain) - _f(res), shift, rtol=1e-9, atol=1e-12)
 
 
@@ -489,7 +489,7 @@ def offline_text():
     enc = _encoder()
     base = _key(4)
     key = base.with_calibration(
-        _cal(base, 0.3 * base.pivots().sum(axis=0), "context", n_positive=(300, 520, 610))
+        _cal(base, 0.3 * pmark_key.pivots(base).sum(axis=0), "context", n_positive=(300, 520, 610))
     )
     gen = generate(key, FakeSampler(UNIVERSE), enc, PROMPT, mode="offline", n_candidates=16, max_sentences=10)
     return enc, base, key, gen
@@ -503,7 +503,7 @@ def test_per_key_statistics_only_for_a_calibrated_key_offline(offline_text):
     assert set(pk) == {"p_value", "confidence", "centring"}
     assert pk["confidence"] == 0.95 and pk["centring"] == "context"
     n_green = res.statistics["hard"]["n_green"]
-    want = _hand_per_key(n_green, key.bits_matrix(10), (300, 520, 610), 1000)
+    want = _hand_per_key(n_green, pmark_key.bits_matrix(key, 10), (300, 520, 610), 1000)
     # Context centring: the larger of the independent tail and, for T > 8, K2's bound P(Bin(b(T-1), 1/2) >= N - b)
     # (sentence 0 counted as matching; sentences 1..T-1 are independent fair signs in K1's context model).
     want = max(want, float(stats.binom.sf(n_green - 3 - 1, 3 * 9, 0.5)))
@@ -524,7 +524,9 @@ def test_per_key_p_value_with_balanced_counts_is_the_binomial_one(offline_text):
     takes the larger of it and K2's bound for T > 8, P(Bin(b(T-1), 1/2) >= N - b) (scipy, written here)."""
     enc, base, _, gen = offline_text
     n = 10**12
-    key = base.with_calibration(_cal(base, 0.3 * base.pivots().sum(axis=0), "context", (n // 2,) * 3, n))
+    key = base.with_calibration(
+        _cal(base, 0.3 * pmark_key.pivots(base).sum(axis=0), "context", (n // 2,) * 3, n)
+    )
     res = detect(key, gen.text, enc, mode="offline", test="per_key")
     hard = res.statistics["hard"]["p_value"]
     n_green = res.statistics["hard"]["n_green"]
@@ -550,7 +552,7 @@ def test_per_key_test_needs_a_calibrated_key_and_offline_mode(offline_text):
 def test_sign_counts_and_centred_text_proxies_by_hand():
     rng = np.random.default_rng(7)
     key = _key(5)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     mu = rng.standard_normal(DIM)
     texts = [rng.standard_normal((t, DIM)) + 0.5 for t in (8, 3, 0, 1)]
     for mode in CENTRING_MODES:
@@ -570,7 +572,7 @@ def test_sign_counts_and_centred_text_proxies_by_hand():
 def synthetic():
     """60 documents of 10 sentences; embeddings share a strong mean direction along Σ_j v_j."""
     key = _key(6)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     direction = v.sum(axis=0) / np.linalg.norm(v.sum(axis=0))
     rng = np.random.default_rng(11)
     docs = [
@@ -594,7 +596,7 @@ def test_calibrate_key_centre_counts_and_report(synthetic):
     np.testing.assert_allclose(cal.centre, cal_emb.mean(axis=0), rtol=1e-12, atol=1e-14)
     assert cal.n_total == len(cal_emb) == report["n_calibration_sentences"]
     # The sign counts: calibration documents cut into texts of 8 sentences, context centring, by hand.
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     pos = np.zeros(3, dtype=int)
     for d in cal_docs:
         e = np.array([enc.table[s] for s in d.sentences])
@@ -637,7 +639,7 @@ def test_calibrate_key_hard_fpr_before_and_after_by_hand(synthetic):
     key, enc, docs = synthetic
     new, report = calibrate_key(key, enc, docs, corpus="synthetic", alphas=(0.05,))
     _, held_docs = split_documents(docs, 0.5)
-    bits = key.bits_matrix(8)
+    bits = pmark_key.bits_matrix(key, 8)
     for when, k in (("before", key), ("after", new)):
         p = []
         for t in held_out_texts(held_docs, 8):

@@ -33,8 +33,8 @@ import pytest
 
 from pmark_impl import WatermarkKey, detect_many
 from pmark_impl._corpus import Document
-from pmark_impl.keys import CellCalibration, green_count_pvalue, load_key, save_key
-from pmark_impl.schemes import get_scheme
+from pmark_impl.keys import CellCalibration, load_key, save_key
+from pmark_impl.schemes import cell_key, get_scheme
 from pmark_theory import poisson_binomial_pmf
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import FakeEncoder, cell_function, universe
@@ -75,7 +75,7 @@ def _positional_key():
     """A key whose position-0 green set holds a cell ``a`` and whose later green sets mostly hold ``b``."""
     for seed in range(200):
         key = WatermarkKey.generate(np.random.default_rng(seed), "fake-encoder", D, 2)
-        sets = [key.green_set(t, 8, 2) for t in range(T)]
+        sets = [cell_key.green_set(key, t, 8, 2) for t in range(T)]
         counts = np.sum(sets[1:], axis=0)
         b = int(np.argmax(counts))
         a_choices = [c for c in range(8) if sets[0][c] and c != b and not sets[1][c]]
@@ -131,7 +131,7 @@ def _exact_fpr(pvalue_of_count, true_p):
 
 def test_positional_calibrated_fpr_within_alpha_and_matches_the_exact_oracle(positional):
     key, cal_key, report, enc, qa, qb, null = positional
-    sets = [key.green_set(t, 8, 2) for t in range(T)]
+    sets = [cell_key.green_set(key, t, 8, 2) for t in range(T)]
     true_p = np.array([(qa if t == 0 else qb)[sets[t]].sum() for t in range(T)])
     cal = cal_key.cell_calibration("semstamp", "lsh_dim", 3)
     p_hat = cal.green_probabilities(sets, [0] * T, "position")
@@ -190,11 +190,11 @@ def test_positional_negative_control_wrong_position_fails(positional):
 def markov():
     for seed in range(300):
         key = WatermarkKey.generate(np.random.default_rng(1000 + seed), "fake-encoder", D, 2)
-        self_green = [c for c in range(8) if key.green_set_for_cell(c, 8, 2)[c]]
+        self_green = [c for c in range(8) if cell_key.green_set_for_cell(key, c, 8, 2)[c]]
         if self_green:
             a = self_green[0]
-            b = next(c for c in range(8) if c != a and not key.green_set_for_cell(c, 8, 2)[c]
-                     and not key.green_set_for_cell(a, 8, 2)[c])  # fmt: skip
+            b = next(c for c in range(8) if c != a and not cell_key.green_set_for_cell(key, c, 8, 2)[c]
+                     and not cell_key.green_set_for_cell(key, a, 8, 2)[c])  # fmt: skip
             break
     enc, _, _ = _population(key, a, b, seed=5)
     docs = _docs(_markov_texts(np.random.default_rng(6), 800), "m")
@@ -261,15 +261,15 @@ def test_poisson_binomial_pvalue_equals_brute_force_over_all_green_patterns(seed
     cal = _small_calibration()
     key = WatermarkKey.generate(np.random.default_rng(4), "fake-encoder", D, 2)
     cells = [0, 3, 1, 1, 2]  # T = 5 > text_sentences: positions 3, 4 use the pooled masses
-    res = green_count_pvalue(key, cells, 4, 2, seeding, cal)
+    res = cell_key.green_count_pvalue(key, cells, 4, 2, seeding, cal)
     sets: list = [None] * len(cells)
     pos, pooled, trans = cal.position_masses(), cal.pooled_masses(), cal.transition_masses()
     p = []
     for t in range(len(cells)):
         if seeding == "cell" and t >= 1:
-            green, q = key.green_set_for_cell(cells[t - 1], 4, 2), trans[cells[t - 1]]
+            green, q = cell_key.green_set_for_cell(key, cells[t - 1], 4, 2), trans[cells[t - 1]]
         else:
-            green, q = key.green_set(t, 4, 2), (pos[t] if t < 3 else pooled)
+            green, q = cell_key.green_set(key, t, 4, 2), (pos[t] if t < 3 else pooled)
         sets[t] = green
         p.append(sum(q[c] for c in range(4) if green[c]))
     brute = sum(
@@ -281,7 +281,7 @@ def test_poisson_binomial_pvalue_equals_brute_force_over_all_green_patterns(seed
     assert res.p_value == pytest.approx(brute, rel=1e-12)
     assert res.best == pytest.approx(math.prod(p), rel=1e-12)
     # without a calibration: the binomial tail, as before
-    plain = green_count_pvalue(key, cells, 4, 2, seeding)
+    plain = cell_key.green_count_pvalue(key, cells, 4, 2, seeding)
     assert plain.null_probabilities is None and plain.best == 0.5 ** len(cells)
 
 

@@ -31,6 +31,7 @@ from pmark_impl.keys import (
 )
 from pmark_impl.keys._centroids import MAX_CENTROID_VALUES, centroids_from_json
 from pmark_impl.sampling import embed
+from pmark_impl.schemes import cell_key
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_theory._kmeans import spherical_kmeans
 from pmark_theory._validate import PMarkValueError
@@ -252,12 +253,12 @@ def test_ksemstamp_cells_and_generation_use_the_stored_centroids(encoder, fitted
     assert again.text == res.text
     det = detect(key, res.text, encoder, mode="ksemstamp")
     assert det.settings["n_clusters"] == 4
-    assert _key(5).default_n_clusters == 8 and key.default_n_clusters == 4
+    assert cell_key.default_n_clusters(_key(5)) == 8 and cell_key.default_n_clusters(key) == 4
     g = round(0.25 * 4)
     index = {s: i for i, s in enumerate(SENTENCES)}
     for t, step in enumerate(res.steps):
         if not step.fallback:
-            assert key.green_set(t, 4, g)[cells[index[step.text]]]
+            assert cell_key.green_set(key, t, 4, g)[cells[index[step.text]]]
     assert res.key_fingerprint == key.fingerprint
     with pytest.raises(PMarkValueError, match="stores k = 4"):
         generate(key, FakeSampler(SENTENCES), encoder, "", mode="ksemstamp", n_clusters=8, max_sentences=1)

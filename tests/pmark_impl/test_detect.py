@@ -17,7 +17,7 @@ from pmark_impl.detection import detect, detect_many
 from pmark_impl.generation import generate
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import context_for
-from pmark_impl.schemes import VERDICT_NO_WATERMARK, VERDICT_NOT_ENOUGH, VERDICT_WATERMARKED
+from pmark_impl.schemes import VERDICT_NO_WATERMARK, VERDICT_NOT_ENOUGH, VERDICT_WATERMARKED, pmark_key
 from pmark_theory._validate import PMarkValueError
 
 SENTENCES = universe(2000)
@@ -54,13 +54,13 @@ def test_offline_evidence_matches_an_independent_computation(enc64):
     key = _key(1, 64)
     text = " ".join(_human_text(np.random.default_rng(1), 5))
     res = detect(key, text, enc64, mode="offline", delta=0.05, K=20.0)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     n_green = 0
     soft_total = 0.0
     for t, ev in enumerate(res.sentences):
         f = enc64.encode([ev.text])[0] @ v.T
         for j, ch in enumerate(ev.channels):
-            r = int(key.bits(t)[j])
+            r = int(pmark_key.bits(key, t)[j])
             hard = int((f[j] > 0) == (r == 1))
             match = (r == 1 and f[j] > -0.05) or (r == 0 and f[j] < 0.05)
             soft = 1.0 if match else float(np.exp(-20.0 * abs(f[j])))
@@ -98,7 +98,7 @@ def test_online_medians_are_hd_medians_of_resampled_candidates_from_the_same_con
         key, " ".join(sentences), enc64, mode="online", sampler=sampler, prompt="Prompt.", n_candidates=9
     )
     assert sampler.contexts == [context_for("Prompt.", sentences[:t]) for t in range(3)]
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     for t, ev in enumerate(res.sentences):
         proxies = enc64.encode(seen[t]) @ v.T
         for j, ch in enumerate(ev.channels):
@@ -126,9 +126,9 @@ def test_not_enough_evidence(enc64):
 def test_one_sided_anti_evidence_is_not_flagged():
     # Every bit mismatched: the hard count is 0. A one-sided test gives p = 1 (E11); the paper's |z| is huge.
     key = _key(4, 32)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     texts = [f"Anti {t}." for t in range(6)]
-    table = {s: -(2.0 * key.bits(t) - 1.0) * 0.3 @ v for t, s in enumerate(texts)}
+    table = {s: -(2.0 * pmark_key.bits(key, t) - 1.0) * 0.3 @ v for t, s in enumerate(texts)}
     res = detect(key, texts, FakeEncoder(32, table))
     assert res.statistics["hard"]["n_green"] == 0
     assert res.p_value == 1.0 and res.verdict == VERDICT_NO_WATERMARK

@@ -21,6 +21,7 @@ from pmark_impl.detection import detect, detect_many
 from pmark_impl.generation import ProvenanceError, generate, load_provenance, provenance_path, save_provenance
 from pmark_impl.keys import WatermarkKey, save_key
 from pmark_impl.schemes import _cells as cell_schemes
+from pmark_impl.schemes import cell_key
 from pmark_theory._validate import PMarkValueError
 from tests.pmark_impl._impl_fakes import cell_function
 
@@ -57,7 +58,11 @@ def test_cell_seeded_generation_is_found_green_by_detection(mode):
             assert ev.green
         # the green set generation used at t: keyed by the previous OUTPUT sentence's cell
         t = step.position
-        green = key.green_set(0, 8, 2) if t == 0 else key.green_set_for_cell(cells[t - 1], 8, 2)
+        green = (
+            cell_key.green_set(key, 0, 8, 2)
+            if t == 0
+            else cell_key.green_set_for_cell(key, cells[t - 1], 8, 2)
+        )
         assert ev.green == bool(green[cells[t]])
     assert out.settings["green_seeding"] == "cell" and out.watermarked
     stats = out.statistics["green_count"]
@@ -82,11 +87,13 @@ def test_green_set_follows_the_previous_cell_not_the_position():
     g_short = flags["cell"][0]
     # and that green set is the previous cell's: another previous cell gives another set
     c_a = _cells(key, encoder, "semstamp", [a])[0]
-    sets = {c: tuple(key.green_set_for_cell(c, 8, 2)) for c in range(8)}
+    sets = {c: tuple(cell_key.green_set_for_cell(key, c, 8, 2)) for c in range(8)}
     cells_x = _cells(key, encoder, "semstamp", SENTENCES)
     assert g_short == [bool(sets[c_a][c]) for c in cells_x]
     assert len(set(sets.values())) > 1
-    assert sets[c_a] != tuple(key.green_set(1, 8, 2)) or sets[c_a] != tuple(key.green_set(3, 8, 2))
+    assert sets[c_a] != tuple(cell_key.green_set(key, 1, 8, 2)) or sets[c_a] != tuple(
+        cell_key.green_set(key, 3, 8, 2)
+    )
 
 
 def test_repeated_previous_cells_are_counted_and_position_seeding_has_no_note():

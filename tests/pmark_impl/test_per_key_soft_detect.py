@@ -45,7 +45,7 @@ from pmark_impl.detection import detect, detect_many
 from pmark_impl.generation import generate
 from pmark_impl.keys import KeyCalibration, KeyFileError, WatermarkKey, load_key, save_key
 from pmark_impl.keys._calibration import calibration_from_json
-from pmark_impl.schemes import _pmark_stats, calibrate_key, resolve_test
+from pmark_impl.schemes import _pmark_stats, calibrate_key, pmark_key, resolve_test
 from pmark_theory._per_key_soft import band_match_bounds, pool_counts
 from pmark_theory._validate import PMarkValueError
 
@@ -57,14 +57,14 @@ def _skewed_key() -> tuple[WatermarkKey, np.ndarray]:
     """The first seed whose key has >= 7 equal bits of 8 on both channels, and each channel's majority sign."""
     for seed in range(1000):
         key = WatermarkKey.generate(np.random.default_rng(seed), "fake-encoder", D, B)
-        ones = key.bits_matrix(T)[:, :B].sum(axis=0)
+        ones = pmark_key.bits_matrix(key, T)[:, :B].sum(axis=0)
         if all(max(o, T - o) >= 7 for o in ones):
             return key, np.where(ones >= T / 2, 1.0, -1.0)
     raise AssertionError("no skewed key")  # pragma: no cover
 
 
 def _sentences(rng, key, sign, n, tag):
-    v = key.pivots()[:B]
+    v = pmark_key.pivots(key)[:B]
     y = -0.02 * (rng.exponential(size=(n, B)) - 1.0)  # mean 0, P(y > 0) = 1 - 1/e, long negative tail
     z = rng.standard_normal((n, D)) / np.sqrt(D)
     x = (sign * y) @ v + z - (z @ v.T) @ v
@@ -135,7 +135,7 @@ def _control_sentences(rng, key, sign, n, tag):
     rate per channel (≈ 0.25) under-predicts the count. (b) over-rejects when the calibration saw no flip in a
     cell: ``p̂ = 0`` there, so one flipped bit of a held-out text (``FLIP`` per bit) has null probability 0.
     """
-    v = key.pivots()[:B]
+    v = pmark_key.pivots(key)[:B]
     u = rng.random((n, B))
     y = np.where(u < 0.25, 0.0388, np.where(u < 0.6, -0.022, -0.005))
     y = np.where(rng.random((n, B)) < FLIP, -y, y)

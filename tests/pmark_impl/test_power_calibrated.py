@@ -21,7 +21,7 @@ from pmark_impl.detection import detect
 from pmark_impl.generation import generate
 from pmark_impl.keys import KeyCalibration, WatermarkKey, sign_counts
 from pmark_impl.sampling import LMSentenceSampler, SamplingConfig, make_tiny_lm
-from pmark_impl.schemes import clopper_pearson
+from pmark_impl.schemes import clopper_pearson, pmark_key
 from tests.pmark_impl.test_power_real import RICH_CORPUS, TINY_PROMPTS
 
 TRIALS = 10
@@ -43,7 +43,7 @@ def setup(minilm):
 def _calibrate(key: WatermarkKey, emb: np.ndarray) -> WatermarkKey:
     texts = [emb[i : i + 8] for i in range(0, len(emb), 8)]
     centre = emb.mean(axis=0)
-    pos, total = sign_counts(key.pivots(), texts, "context", centre)
+    pos, total = sign_counts(pmark_key.pivots(key), texts, "context", centre)
     cal = KeyCalibration("context", centre, tuple(int(x) for x in pos), total, 8, "tiny-lm", "0" * 16)
     return key.with_calibration(cal)
 

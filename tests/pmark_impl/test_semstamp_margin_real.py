@@ -17,6 +17,7 @@ from pmark_impl import cli
 from pmark_impl.cli import models
 from pmark_impl.generation import generate, load_provenance
 from pmark_impl.keys import WatermarkKey, save_key
+from pmark_impl.schemes import cell_key
 from pmark_impl.schemes.ksemstamp import centroids
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._validate import PMarkValueError
@@ -89,7 +90,7 @@ def test_every_chosen_sentence_is_green_and_margin_clear(tiny_sampler, mode, mar
         assert len(cands) == step.n_candidates_sampled
         last = cands[-4:]
         emb = encoder.encode([c.text for c in last])
-        green = key.green_set(t, 8, 2)[_cells(mode, key, emb)]
+        green = cell_key.green_set(key, t, 8, 2)[_cells(mode, key, emb)]
         clear = _clear(mode, key, emb, margin)
         if step.fallback:
             assert not np.any(green & clear) and step.selectable == tuple(range(len(cands) - 4, len(cands)))

@@ -18,6 +18,7 @@ from _impl_fakes import FakeEncoder, FakeSampler, ScriptedSampler, universe
 from pmark_impl.generation import MODES, GenerationResult, StepInfo, generate
 from pmark_impl.keys import WatermarkKey
 from pmark_impl.sampling import context_for, split_sentences
+from pmark_impl.schemes import cell_key, pmark_key
 from pmark_impl.schemes.semstamp import lsh_hyperplanes
 from pmark_theory._offline import offline_factor
 from pmark_theory._rules import online_select, signs
@@ -30,7 +31,7 @@ def _key(seed: int = 0, dim: int = 8, channels: int = 3) -> WatermarkKey:
 
 def _fix_bits(monkeypatch, r) -> None:
     r = np.asarray(r, dtype=np.int32)
-    monkeypatch.setattr(WatermarkKey, "bits", lambda self, t: r.copy())
+    monkeypatch.setattr(pmark_key, "bits", lambda key, t: r.copy())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -41,7 +42,7 @@ def test_online_every_candidate_survives_for_exactly_its_share_of_keys(monkeypat
     # C10/E5: for ANY candidate multiset (duplicates, equal embeddings), each index is in the survivor set for
     # exactly 2^b / N ... i.e. its selection probability over the 2^b bit vectors is exactly 1/N.
     key = _key(1, dim=8, channels=3)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     rng = np.random.default_rng(0)
     coef = rng.standard_normal((5, 3))
     table = {f"S{i}.": coef[i] @ v for i in range(5)}
@@ -88,7 +89,7 @@ def test_offline_selection_law_equals_the_x2_factor(monkeypatch):
     # Offline PMark with early stopping in batches (N = 3, batches of 2): enumerate all 4^3 candidate tuples and
     # all 4 bit vectors through generate(); the law must be P_M(s) rho(sigma(s)) with rho from X2 (exact, 1e-12).
     key = _key(2, dim=6, channels=2)
-    v = key.pivots()
+    v = pmark_key.pivots(key)
     patterns = {"S0.": (0, 0), "S1.": (1, 0), "S2.": (1, 1), "S3.": (1, 1)}  # pattern (0, 1) has mass 0
     probs = {"S0.": 0.1, "S1.": 0.2, "S2.": 0.3, "S3.": 0.4}
     encoder = FakeEncoder(6, _pattern_embeddings(v, patterns, 0))
@@ -136,7 +137,7 @@ def test_semstamp_law_with_retries_and_fallback_matches_c6(monkeypatch):
     table = {"R0.": -normal, "G1.": normal, "G2.": 2 * normal}
     probs = {"R0.": 0.6, "G1.": 0.15, "G2.": 0.25}
     green = {"R0.": False, "G1.": True, "G2.": True}
-    monkeypatch.setattr(WatermarkKey, "green_set", lambda self, t, m, g: np.array([False, True]))
+    monkeypatch.setattr(cell_key, "green_set", lambda key, t, m, g: np.array([False, True]))
     encoder = FakeEncoder(5, table)
     n, trials = 2, 2
     law = dict.fromkeys(table, 0.0)
@@ -330,7 +331,7 @@ def test_fewer_channels_than_the_key(world):
 
 def test_semstamp_fallback_after_max_trials(world, monkeypatch):
     sentences, encoder = world
-    monkeypatch.setattr(WatermarkKey, "green_set", lambda self, t, m, g: np.zeros(m, dtype=bool))
+    monkeypatch.setattr(cell_key, "green_set", lambda key, t, m, g: np.zeros(m, dtype=bool))
     res = generate(
         _key(11, dim=16, channels=4),
         FakeSampler(sentences),
