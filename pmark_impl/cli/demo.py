@@ -19,16 +19,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from pmark_impl._demo import format_demo, run_demo
 
+    models.quiet_model_loading()  # no third-party loading bars or notices unless PMARK_DEBUG=1 (issue 38)
     try:
-        result = run_demo(
-            prompt=check_text_arg("--prompt", args.prompt),
-            n_sentences=args.sentences,
-            n_candidates=args.n,
-            channels=args.channels,
-            seed=args.seed,
-            model=args.model,
-            encoder_name=args.encoder,
-        )
+        with models.quiet_gguf_conversion():
+            result = run_demo(
+                prompt=check_text_arg("--prompt", args.prompt),
+                n_sentences=args.sentences,
+                n_candidates=args.n,
+                channels=args.channels,
+                seed=args.seed,
+                model=args.model,
+                encoder_name=args.encoder,
+            )
     except (OSError, ImportError) as exc:
         raise CLIError(f"cannot run the demo: {models.first_line(exc)}") from None
     print(json.dumps(result, indent=2) if args.json else format_demo(result))

@@ -47,3 +47,37 @@ def test_demo_with_the_default_models_detects_the_watermark_only():
     res = run_demo(n_sentences=6, seed=0)
     assert res["watermarked"]["p_value"] <= 0.01
     assert res["unwatermarked"]["p_value"] > 0.01
+
+
+@pytest.mark.filterwarnings(
+    "ignore:Cannot enable progress bars"
+)  # the test run's HF_HUB_DISABLE_PROGRESS_BARS
+@pytest.mark.parametrize("debug", [False, True])
+def test_demo_keeps_third_party_loading_bars_quiet_unless_debugging(monkeypatch, capsys, debug):
+    """Issue 38: the demo loaded its models without the CLI's quieting, so transformers' "Loading weights" bars
+    and the GGUF conversion bar reached the terminal. While the demo runs both are off; with PMARK_DEBUG=1 (the
+    control) both stay on."""
+    import functools
+
+    import transformers.modeling_gguf_pytorch_utils as gguf
+    from transformers.utils import logging as hf_logging
+
+    from pmark_impl import _demo
+
+    hf_logging.enable_progress_bar()
+    monkeypatch.setenv("PMARK_DEBUG", "1" if debug else "0")
+    seen = {}
+
+    def fake_run_demo(**kwargs):
+        seen["bars"] = hf_logging.is_progress_bar_enabled()
+        seen["gguf_quiet"] = isinstance(gguf.tqdm, functools.partial) and gguf.tqdm.keywords.get("disable")
+        return {}
+
+    monkeypatch.setattr(_demo, "run_demo", fake_run_demo)
+    try:
+        assert cli.main(["demo", "--json"]) == 0
+    finally:
+        hf_logging.enable_progress_bar()
+    assert capsys.readouterr().out.strip() == "{}"
+    assert seen == ({"bars": True, "gguf_quiet": False} if debug else {"bars": False, "gguf_quiet": True})
+    assert not isinstance(gguf.tqdm, functools.partial)  # restored after the demo
