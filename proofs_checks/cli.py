@@ -5,6 +5,10 @@ Exit codes: 0 every check reached its expected verdict and every negative contro
 run is writing (``<out>/.lock`` is held with ``flock``); 130 interrupted (Ctrl-C): results computed so far
 stay cached in ``<out>/cache`` and a rerun resumes from them.
 
+On stdout: one line per check, fitted to the terminal (:func:`proofs_checks._console.check_lines`: status, ID,
+verdict, ``control caught`` / ``control NOT caught``, the start of what it measured), the run's time and the
+report's path, and last a one-line tally of verdicts and controls (:func:`proofs_checks._console.tally`).
+
 The output directory is a folder the toolkit owns (:mod:`pmark_theory.infra.owned`, kind
 :data:`~proofs_checks._io.REPORT_KIND`): a new or empty directory, or a report written by ``pmark check``. A
 non-empty directory that is not one is refused before anything is written, with or without ``--force``.
@@ -37,6 +41,7 @@ from proofs_checks._cli_common import (
     int_in_range,
     print_error,
 )
+from proofs_checks._console import check_lines, tally
 from proofs_checks._io import (
     LEGACY_REPORT,
     REPORT_KIND,
@@ -197,16 +202,13 @@ def _run_locked(args: argparse.Namespace, checks: list, folder: OwnedFolder) -> 
     report = write_report(folder, results, meta)
     write_owned(folder, MARKER, json_bytes({**meta, "complete": True}))
     failed = [r for r in results if not r.get("passed")]
-    width = max(len(r["id"]) for r in results)
-    for r in results:
-        nc = (r.get("negative_control") or {}).get("failed")
-        print(
-            f"{'PASS' if r.get('passed') else 'FAIL'}  {r['id']:{width}s}  {r.get('verdict'):9s} "
-            f"(expected {r.get('expected_verdict')}; control {'failed' if nc else 'DID NOT FAIL'})  {r.get('measured')}"
-        )
+    for line in check_lines(results):
+        print(line)
     print(
-        f"\n{len(results) - len(failed)}/{len(results)} checks passed in {meta['runtime_s']:.1f} s; report: {report}"
+        f"\n{len(results) - len(failed)}/{len(results)} checks passed in {meta['runtime_s']:.1f} s; "
+        f"details: {report}"
     )
+    print(tally(results))
     return 1 if failed else 0
 
 

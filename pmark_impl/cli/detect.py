@@ -110,10 +110,53 @@ def cmd_detect(args: argparse.Namespace) -> int:
     # Per-sentence evidence (proxies f, medians, key bits) lets whoever reads it recover the key (docs/security.md,
     # check S1): printed only on request; --decision-only prints the decision alone.
     record = output_record(result, level)
+    if level != "decision":  # the decision level prints the decision alone (S1)
+        record = {"reading": plain_reading(result), **record}
     if counter is not None:  # counted before printing: every answer printed is counted
         record["query_counter"] = _count(counter, key, level)
+    note = uncalibrated_note(get_scheme(s["mode"]), result)
+    if note:
+        print(f"pmark detect: note: {note}", file=sys.stderr)
     sys.stdout.write(record_json(record) + "\n")
     return 0
+
+
+def plain_reading(result: Any) -> str:
+    """One sentence saying what the verdict means (issue 38): what the p-value is the probability of, and for
+    what it holds (averaged over keys, or for this key with its text-level null)."""
+    alpha = getattr(result, "alpha", None)
+    verdict = getattr(result, "verdict", "")
+    p = float(getattr(result, "p_value", 1.0))
+    stats_ = getattr(result, "statistics", {}) or {}
+    per_key = isinstance(stats_.get("text_null"), dict) and stats_["text_null"].get("applied") is True
+    holds = "for this key, on text like its calibration corpus (K3)" if per_key else "averaged over keys"
+    if verdict == "watermarked":
+        return (
+            f"the text carries this key's watermark: a human text would score this high with probability {p:.2g} "
+            f"or less ({holds}), below alpha = {alpha:g}"
+        )
+    if verdict == "not enough evidence":
+        reason = getattr(result, "reason", "") or "too little evidence"
+        return f"no decision: {reason}"
+    return (
+        f"no watermark of this key detected: a human text scores at least this high with probability {p:.2g} "
+        f"({holds}), above alpha = {alpha:g}"
+    )
+
+
+def uncalibrated_note(scheme: Any, result: Any) -> str:
+    """The one-line note printed once when the key has no calibration that this detection uses: the p-value then
+    holds averaged over keys, not for this key on real text (README "Calibrate the key"); empty otherwise."""
+    cal = getattr(scheme, "calibration", None)
+    if cal is None or cal.stored_in != "key":
+        return ""
+    stats_ = getattr(result, "statistics", {}) or {}
+    if isinstance(stats_.get("text_null"), dict) and stats_["text_null"].get("applied") is True:
+        return ""
+    return (
+        "this key is not calibrated for this detection: the p-value holds averaged over keys, not for this key "
+        "on real text; calibrate it once (pmark calibrate KEY --out CALIBRATED_KEY) and detect with the result"
+    )
 
 
 def output_level(args: argparse.Namespace) -> str:

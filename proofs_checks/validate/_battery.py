@@ -40,9 +40,23 @@ from proofs_checks.validate._text import (
 )
 from simulations._universe import FiniteUniverse
 
-__all__ = ["DEFAULT_ETAS", "DEFAULT_N_CANDIDATES", "DEFAULT_T", "SIZE_LIMITS", "validate_proxy"]
+__all__ = [
+    "DEFAULT_ETAS",
+    "DEFAULT_N_CANDIDATES",
+    "DEFAULT_T",
+    "MAX_DEFAULT_N",
+    "SIZE_LIMITS",
+    "default_candidates",
+    "validate_proxy",
+]
 
-DEFAULT_N_CANDIDATES = (8, 16, 64)
+#: Candidate counts ``N`` run when none are given: multiples of ``2**b`` for every ``b <= 6`` (online PMark needs
+#: ``N % 2**b == 0``, E6), so a default run of the built-in proxy (``b = 4``) has no inadmissible ``N`` (issue 38).
+DEFAULT_N_CANDIDATES = (16, 32, 64)
+#: Largest ``N = 2**b`` a default run falls back to when no default ``N`` is admissible (``b = 7, 8``); above it
+#: the default stays :data:`DEFAULT_N_CANDIDATES` and ``no_admissible_N`` asks for ``N`` (memory: the online
+#: balance check enumerates ``2**b`` key bit vectors over ``N`` candidates).
+MAX_DEFAULT_N = 256
 DEFAULT_ETAS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2)
 DEFAULT_T = (1, 2, 4, 8, 16, 32, 64)
 #: Rows with ``| |x| − 1 | > UNIT_ATOL`` are rescaled to unit norm (attacks and cosines need unit embeddings).
@@ -65,6 +79,22 @@ SIZE_LIMITS = {
 }
 #: ``fold_in`` tag of the text checks' key (a separate stream: the other sections' draws do not change).
 TEXT_STREAM = 28
+
+
+def default_candidates(kind: str, b: int) -> list[int]:
+    """The ``N`` values of a run that names none, for a proxy of ``kind`` with ``b`` channels.
+
+    The multiples of ``2**b`` in :data:`DEFAULT_N_CANDIDATES` for a continuous proxy (so that the default never
+    raises ``inadmissible_N``), ``[2**b]`` when there is none and ``2**b <= MAX_DEFAULT_N``; otherwise (and for
+    cells and interval proxies, which have no admissibility rule) :data:`DEFAULT_N_CANDIDATES`.
+    """
+    ns = list(DEFAULT_N_CANDIDATES)
+    if kind != "continuous":
+        return ns
+    admissible = [n for n in ns if n % 2**b == 0]
+    if admissible:
+        return admissible
+    return [2**b] if 2**b <= MAX_DEFAULT_N else ns
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -211,7 +241,7 @@ def validate_proxy(
     data: Any,
     *,
     key: jax.Array | None = None,
-    n_candidates: int | Sequence[int] = DEFAULT_N_CANDIDATES,
+    n_candidates: int | Sequence[int] | None = None,
     etas: Sequence[float] = DEFAULT_ETAS,
     T: int | Sequence[int] = DEFAULT_T,
     encoder: Any = None,
@@ -238,7 +268,8 @@ def validate_proxy(
         ``d`` and ``sample_embeddings(key, n)`` (``n_samples`` draws). Rows are rescaled to unit norm.
       key: ``jax.random`` key or int seed (default ``jax.random.key(0)``: the run is deterministic).
       n_candidates: the ``N`` values; offline ``TV_N`` for each and ``N = ∞``; online needs ``N % 2**b == 0``
-        (E6) and runs at the largest admissible ``N``; SemStamp/SimMark batches use the smallest.
+        (E6) and runs at the largest admissible ``N``; SemStamp/SimMark batches use the smallest. ``None``
+        (default): :func:`default_candidates` for the proxy's ``b``, all admissible for ``b <= 8``.
       etas: attack budgets ``η ∈ [0, 2]`` (cosine distance).
       T: text lengths (sentences) for power and SNR.
       encoder: object with ``.encode(texts) -> [n, d]`` (needed when ``data`` is sentences).
@@ -272,7 +303,7 @@ def validate_proxy(
         proxy = make_proxy(proxy)
     proxy = check_proxy(proxy)
     key = _as_key(key)
-    ns, etas_arr, ts = _settings(n_candidates, etas, T)
+    ns, etas_arr, ts = _settings(DEFAULT_N_CANDIDATES if n_candidates is None else n_candidates, etas, T)
     opts = {
         "alpha": check_unit_interval("alpha", alpha, open_left=True, open_right=True),
         "confidence": check_unit_interval("confidence", confidence, open_left=True, open_right=True),
@@ -293,6 +324,8 @@ def validate_proxy(
     data_ = _prepare_data(data, encoder, k_data, opts["n_samples"])
     rng = np.random.default_rng(np.asarray(jax.random.key_data(k_rng)).ravel().astype(np.uint64).tolist())
     table = _tabulate(proxy, data_.embeddings)
+    if n_candidates is None:
+        ns = default_candidates(proxy.kind, table.shape[1] if table.ndim == 2 else 1)
     checks = _function_checks(proxy, data_.embeddings, table, rng)
     if proxy.kind == "continuous":
         opts["n_trials"] = max(opts["n_trials"], 1)

@@ -16,7 +16,7 @@ from scipy import stats
 from pmark_theory._snr import hard_count_power, snr_bounds, snr_moments
 from proofs_checks.validate._stats import Estimate
 
-__all__ = ["Evidence", "evidence_section"]
+__all__ = ["Evidence", "evidence_section", "first_attainable_T", "power_unattainable", "smallest_p_text"]
 
 
 class Evidence(NamedTuple):
@@ -51,6 +51,29 @@ class Evidence(NamedTuple):
     power_sim: dict[str, np.ndarray]
     snr_lower: dict[str, np.ndarray]
     snr_exact: dict[str, np.ndarray]
+
+
+def power_unattainable(b: int, T: int, alpha: float) -> bool:
+    """The exact one-sided hard-count test at ``n = bT`` bits never rejects at level ``α``: power 0 by construction.
+
+    Its smallest p-value is ``P(Bin(n, ½) >= n) = 2**-n`` (every bit matches), so it rejects only if
+    ``2**-n <= α``; at ``b = 4``, ``T = 1`` that is ``1/16 > 0.01``.
+    """
+    return 2.0 ** -(int(b) * int(T)) > float(alpha)
+
+
+def first_attainable_T(b: int, alpha: float) -> int:
+    """Smallest ``T`` at which the hard-count test can reject (``2**-(bT) <= α``)."""
+    t = 1
+    while power_unattainable(b, t, alpha):
+        t += 1
+    return t
+
+
+def smallest_p_text(n_bits: int) -> str:
+    """``2**-n`` as a reader sees it: ``1/16`` (``2^-40`` above 30 bits)."""
+    n = int(n_bits)
+    return f"1/{2**n}" if n <= 30 else f"2^-{n}"
 
 
 def _eps_estimate(counts: np.ndarray, b: int, confidence: float) -> Estimate:

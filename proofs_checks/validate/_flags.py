@@ -37,6 +37,13 @@ def _tv_threshold(est: Estimate, tol: float) -> float:
     return tol if math.isnan(est.reference) else max(tol, est.reference)
 
 
+def _val(est: Estimate, fmt: str = ".3f") -> str:
+    """``value (exact)`` for an exact value, ``value [lo, hi]`` for an estimate (never a zero-width interval)."""
+    if est.method == "exact":
+        return f"{est.value:{fmt}} (exact)"
+    return f"{est.value:{fmt}} [{est.lo:{fmt}}, {est.hi:{fmt}}]"
+
+
 def _fmt(est: Estimate) -> str:
     if est.method == "exact":
         return f"{est.value:.4f} (exact)"
@@ -104,7 +111,7 @@ def _continuous(ctx: FlagContext, add) -> dict[str, bool | None]:
             add(
                 "unbalanced",
                 "warning",
-                f"channel {j + 1}: p = P(F > 0) = {est.value:.3f} [{est.lo:.3f}, {est.hi:.3f}] is far from ½ — the "
+                f"channel {j + 1}: p = P(F > 0) = {_val(est)} is far from ½ — the "
                 f"median of F_{j + 1} under the data law is {m:.3g}, not 0 — so offline PMark, which thresholds at "
                 f"0, distorts (C15: one channel alone gives TV_∞ = |p − ½| = {abs(est.value - 0.5):.3f}); online "
                 "PMark splits at the sample median and is unaffected (C9)",
@@ -191,7 +198,7 @@ def _continuous(ctx: FlagContext, add) -> dict[str, bool | None]:
                 "no_evidence",
                 "error",
                 f"no evidence: with no attack a bit matches the key with probability {1 - e.value:.3f} "
-                f"(ε_rm = {e.value:.3f} [{e.lo:.3f}, {e.hi:.3f}]; ½ means none), so the detector's power stays near "
+                f"(ε_rm = {_val(e)}; ½ means none), so the detector's power stays near "
                 f"α = {ev.alpha:g} at every T (C14)",
             )
         else:

@@ -25,6 +25,7 @@ from pmark_theory.infra.json import loads_strict
 from pmark_theory.infra.owned import FolderError, LegacyLayout, claim_folder, probe_folder
 from proofs_checks._cli_common import LOCK_NAME, OutputInUseError, OutputLock
 from proofs_checks._io import json_bytes, write_owned
+from proofs_checks.validate._evidence import first_attainable_T, power_unattainable, smallest_p_text
 from proofs_checks.validate._plots import FIGURES, _f, figures_for
 from proofs_checks.validate._report_text import text_lines
 from proofs_checks.validate._results import ProxyValidation
@@ -35,8 +36,10 @@ __all__ = [
     "FIGURES_DIR",
     "LEGACY_PROXY_REPORT",
     "PROXY_KIND",
+    "UNATTAINABLE_MARK",
     "check_report_dir",
     "render_markdown",
+    "structural_zero_note",
     "write_proxy_report",
 ]
 
@@ -140,6 +143,67 @@ def _verdict_lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
+#: A power that is 0 by construction (see :func:`structural_zero_note`), in place of "0.000".
+UNATTAINABLE_MARK = "0 — unattainable†"
+
+
+def structural_zero_note(b: int, ts: list[int], alpha: float) -> str | None:
+    """The footnote of the power columns that are 0 by construction (``2**-(bT) > α``), or ``None``.
+
+    Computed from the configuration (``b`` channels, the ``T`` values, ``α``), never from the simulated numbers.
+    """
+    zero = [int(t) for t in ts if power_unattainable(b, int(t), alpha)]
+    if not zero:
+        return None
+    cases = "; ".join(
+        f"T = {t}: the smallest p-value with bT = {b * t} bits is {smallest_p_text(b * t)} > α = {alpha:g}"
+        for t in zero
+    )
+    t1 = first_attainable_T(b, alpha)
+    return (
+        f"† 0 — unattainable ({cases}). The exact one-sided hard-count test rejects only when P(Bin(bT, ½) >= count) "
+        f"<= α, and even a text whose {b} bits per sentence all match the key has p = 2^-bT; so power is 0 by "
+        f"construction at these lengths, whatever the proxy. The first length that can reject is T = {t1} "
+        f"(bT = {b * t1} bits, smallest p-value {smallest_p_text(b * t1)} <= α)."
+    )
+
+
+def _evidence_lines(ev: dict[str, Any]) -> list[str]:
+    b, alpha, ts = len(ev["eps_clean_channel"]), float(ev["alpha"]), [int(t) for t in ev["T"]]
+    zero = [power_unattainable(b, t, alpha) for t in ts]
+
+    def row(powers: Any) -> str:
+        # The mark only where the number agrees (a nonzero power at such T would be a bug, shown as it is).
+        return " | ".join(
+            UNATTAINABLE_MARK if z and float(_f(p)) == 0.0 else _num(p, ".3f") for p, z in zip(powers, zero)
+        )
+
+    lines = [
+        f"## Evidence and power (C14, X3): online N = {ev['n_candidates']}, α = {ev['alpha']}",
+        "",
+        f"ε_rm with no attack: {_est(ev['eps_clean'])}; per channel {[round(float(_f(x)), 4) for x in ev['eps_clean_channel']]}.",
+        "",
+        "| attack | η | ε_rm | " + " | ".join(f"power T={t}" for t in ts) + " |",
+        "|---|---|---|" + "---|" * len(ts),
+        f"| none | 0 | {_est(ev['eps_clean'])} | {row(ev['power_sim']['none'][0])} |",
+    ]
+    for name in ("adversarial", "random"):
+        for i, eta in enumerate(ev["etas"]):
+            lines.append(
+                f"| {name} | {_num(eta, 'g')} | {_est(ev['eps'][name][i])} | {row(ev['power_sim'][name][i])} |"
+            )
+    note = structural_zero_note(b, ts, alpha)
+    lines += [
+        "",
+        *([note, ""] if note else []),
+        "Power is exact under the simulated per-sentence evidence law (T-fold convolution); "
+        "`results.json` also holds C14's iid-removal power `hard_count_power(ε_rm, bT, α)` with its "
+        "interval and the SNR bounds.",
+        "",
+    ]
+    return lines
+
+
 def render_markdown(r: dict[str, Any], figures: dict[str, str]) -> str:
     """Markdown of a saved result; ``figures`` maps figure names to their relative PNG paths."""
     data, s = r["data"], r["settings"]
@@ -203,7 +267,8 @@ def render_markdown(r: dict[str, Any], figures: dict[str, str]) -> str:
         lines += [
             "## Online preconditions (C9, C10, E5, E6)",
             "",
-            f"- N % 2^b == 0 (E6): admissible {o['admissible']}, not admissible {o['inadmissible']}.",
+            f"- N % 2^b == 0 (E6): admissible {o['admissible'] or 'none'}, not admissible "
+            f"{o['inadmissible'] or 'none'}.",
         ]
         if bal:
             lines.append(
@@ -268,32 +333,7 @@ def render_markdown(r: dict[str, Any], figures: dict[str, str]) -> str:
         lines.append("")
     ev = r.get("evidence")
     if ev:
-        lines += [
-            f"## Evidence and power (C14, X3): online N = {ev['n_candidates']}, α = {ev['alpha']}",
-            "",
-            f"ε_rm with no attack: {_est(ev['eps_clean'])}; per channel {[round(float(_f(x)), 4) for x in ev['eps_clean_channel']]}.",
-            "",
-            "| attack | η | ε_rm | " + " | ".join(f"power T={t}" for t in ev["T"]) + " |",
-            "|---|---|---|" + "---|" * len(ev["T"]),
-        ]
-        lines.append(
-            "| none | 0 | "
-            + _est(ev["eps_clean"])
-            + " | "
-            + " | ".join(_num(p, ".3f") for p in ev["power_sim"]["none"][0])
-            + " |"
-        )
-        for name in ("adversarial", "random"):
-            for i, eta in enumerate(ev["etas"]):
-                pw = " | ".join(_num(p, ".3f") for p in ev["power_sim"][name][i])
-                lines.append(f"| {name} | {_num(eta, 'g')} | {_est(ev['eps'][name][i])} | {pw} |")
-        lines += [
-            "",
-            "Power is exact under the simulated per-sentence evidence law (T-fold convolution); "
-            "`results.json` also holds C14's iid-removal power `hard_count_power(ε_rm, bT, α)` with its "
-            "interval and the SNR bounds.",
-            "",
-        ]
+        lines += _evidence_lines(ev)
     lines += text_lines(r)
     conf = r.get("confirmations") or []
     if conf:

@@ -42,7 +42,7 @@ from simulations._estimators import compare_to_law
 from simulations._proxies import Partition
 from simulations._universe import FiniteUniverse
 
-__all__ = ["GOF_P", "cells_section", "continuous_section", "interval_section"]
+__all__ = ["GOF_P", "cells_section", "continuous_section", "interval_section", "online_admissibility"]
 
 #: Level of the simulation confirmations: chi-square p and Bonferroni cell p above it (docs/claims.md §1).
 GOF_P = 1e-3
@@ -116,6 +116,11 @@ def _estimate_tv(rng, data: _Data, counts_law: np.ndarray, stat, null_law, n_boo
 # --------------------------------------------------------------------------------------------------------------
 # Sections.
 # --------------------------------------------------------------------------------------------------------------
+def online_admissibility(ns: list[int], b: int) -> dict[str, list[int]]:
+    """E6: online PMark's balanced halving runs at ``N`` only when ``N % 2**b == 0``; the rest are inadmissible."""
+    return {"admissible": [n for n in ns if n % 2**b == 0], "inadmissible": [n for n in ns if n % 2**b]}
+
+
 def continuous_section(key, rng, proxy, data, table, ns, etas, ts, opts) -> dict[str, Any]:
     """Sign balance, π, dependence, offline TV_N, online preconditions, C11 robustness, evidence (C9–C16, X2–X5)."""
     probs, x, n_obs = data.probs, data.embeddings, data.n_obs
@@ -150,12 +155,8 @@ def continuous_section(key, rng, proxy, data, table, ns, etas, ts, opts) -> dict
             )
             for n in [*ns, None]
         }
-    admissible = [n for n in ns if n % 2**b == 0]
-    online: dict[str, Any] = {
-        "admissible": admissible,
-        "inadmissible": [n for n in ns if n % 2**b],
-        "balance": None,
-    }
+    online: dict[str, Any] = {**online_admissibility(ns, b), "balance": None}
+    admissible = online["admissible"]
     n_on = max(admissible) if admissible else 0
     n_off = max(ns)
     if n_on:

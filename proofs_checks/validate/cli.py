@@ -12,6 +12,12 @@ With ``--corpus`` the text checks run too (issue 28): word deletion on the corpu
 encoder, against the geometry's prediction for the measured ``η`` (``--deletion-rates``, ``--text-sentences``),
 and each channel's correlation with sentence length.
 
+Without ``--candidates`` the ``N`` values are the multiples of ``2**b`` among 16, 32, 64 (``2**b`` itself for
+``b = 7, 8``), so a default run never raises the battery's own ``inadmissible_N`` flag (issue 38). In the report
+an exact value reads ``0.4355 (exact)`` (no zero-width interval), and a power that is 0 by construction (the
+smallest p-value ``2**-(bT)`` exceeds ``α``, e.g. ``T = 1`` at ``b = 4``) reads ``0 — unattainable†`` with the
+reason below the table.
+
 Exit codes: 0 the report was written and nothing is flagged as an error (with ``--strict``: no error and no
 warning); 1 the report was written and the proxy has error flags (with ``--strict``: error or warning flags, e.g.
 ``length_bias`` or ``text_fragile``; ``info`` flags never count); 2 a usage or input error (one line on stderr,
@@ -119,7 +125,16 @@ def _parser() -> argparse.ArgumentParser:
         help="simmark: index of the sentence used as the previous one (default 0)",
     )
     p.add_argument("--kind", choices=PROXY_KINDS, default="continuous", help="kind of a plain proxy function")
-    p.add_argument("--candidates", type=int, nargs="+", default=list(DEFAULT_N_CANDIDATES), metavar="N")
+    p.add_argument(
+        "--candidates",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="candidate counts N (default: the multiples of 2^b among "
+        + " ".join(map(str, DEFAULT_N_CANDIDATES))
+        + ", so online PMark's N %% 2^b == 0 holds at every default N)",
+    )
     p.add_argument("--etas", type=float, nargs="+", default=list(DEFAULT_ETAS), metavar="ETA")
     p.add_argument("--T", type=int, nargs="+", default=list(DEFAULT_T), metavar="T", dest="T")
     p.add_argument("--trials", type=int, default=8192, help="simulated outputs per scheme (default 8192)")
