@@ -104,13 +104,20 @@ def run_demo(
     return out
 
 
+#: How a complete sentence ends (closing quotes and brackets after the mark included).
+_SENTENCE_ENDS = tuple(f"{mark}{close}" for mark in ".!?…" for close in ("", '"', "'", "”", "’", ")", "]"))
+
+
 def format_demo(result: dict[str, Any]) -> str:
     """A short human-readable summary of :func:`run_demo`'s result."""
     lines = [f"Prompt: {result['prompt']}", ""]
     for name in ("watermarked", "unwatermarked"):
         r = result[name]
+        text = r["text"]
+        if text and not text.rstrip().endswith(_SENTENCE_ENDS):  # the LM's last sentence hit the token cap
+            text += " … (cut: the last sentence reached the sampler's sentence-token cap)"
         lines += [
-            f"[{name}] {r['text']}",
+            f"[{name}] {text}",
             f"  -> {r['verdict']}: p = {r['p_value']:.3g} ({r['n_green']}/{r['n_bits']} key-matching bits, "
             f"{r['n_sentences']} sentences; exact one-sided binomial test, alpha = {result['alpha']})",
             "",

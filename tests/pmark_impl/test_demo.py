@@ -33,6 +33,14 @@ def test_format_demo_reports_both_verdicts_and_p_values():
     }
     text = format_demo(res)
     assert "watermarked: p = 0.0039" in text and "no watermark detected: p = 0.855" in text
+    assert "cut:" not in text  # complete sentences: nothing added
+    # Issue 38: a text whose last sentence hit the token cap ended mid-sentence without a word of why.
+    res["unwatermarked"]["text"] = "C. The plain text stops in the middle of"
+    res["watermarked"]["text"] = 'A. He said "stop."'
+    lines = format_demo(res).splitlines()
+    plain = next(ln for ln in lines if ln.startswith("[unwatermarked]"))
+    assert plain.endswith("… (cut: the last sentence reached the sampler's sentence-token cap)")
+    assert next(ln for ln in lines if ln.startswith("[watermarked]")) == '[watermarked] A. He said "stop."'
 
 
 def test_demo_rejects_bad_sizes(capsys):
