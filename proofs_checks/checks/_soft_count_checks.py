@@ -186,7 +186,7 @@ def check_x4(key: jax.Array, budget: Budget) -> Outcome:
 # ---------------------------------------------------------------------------------------------------------- C19
 def _plot_c19(data: dict[str, Any], ax):
     z = np.asarray(data["z_signed"])
-    ax.hist(
+    heights, _, _ = ax.hist(
         z, bins=50, density=True, alpha=0.5, label=f"paper's signed soft z under H0 (T = {data['T_hist']})"
     )
     t = np.linspace(-4, max(5.0, float(z.max())), 400)
@@ -194,14 +194,25 @@ def _plot_c19(data: dict[str, Any], ax):
     ax.axvline(data["z_alpha"], color="r", ls="--", lw=1, label=f"z_α, α = {data['alpha']}")
     ax.set_xlabel("z")
     ax.set_ylabel("density")
-    ax.set_title("soft z-test under H0 (offline, d = 768, K = 150, δ = 0.001)")
+    # Headroom above the tallest bar and the N(0, 1) peak: the legend sits above the data, not on it.
+    ax.set_ylim(0, 1.4 * max(float(np.max(heights)), float(stats.norm.pdf(0))))
+    ax.set_title("soft z-test under H0\n(offline, d = 768, K = 150, δ = 0.001)")
     ax.legend(fontsize=7, loc="upper left")
-    ins = ax.inset_axes([0.64, 0.52, 0.33, 0.4])
-    ins.errorbar(data["T"], data["fpr"], yerr=data["fpr_se"], fmt="o-", ms=3)
-    ins.axhline(data["alpha"], color="r", ls="--", lw=1)
-    ins.set_xlabel("T (sentences)", fontsize=7)
-    ins.set_ylabel("real FPR", fontsize=7)
-    ins.tick_params(labelsize=6)
+    # The FPR against T goes in a second panel to the right of the histogram (an inset hid its right tail): the
+    # axes' grid cell is split in two; an axes outside a grid (none in the report) gets the panel beside it.
+    spec = ax.get_subplotspec()
+    if spec is not None:
+        left, right = spec.subgridspec(1, 2, width_ratios=[3, 2], wspace=0.3)
+        ax.set_subplotspec(left)
+        side = ax.figure.add_subplot(right)
+    else:
+        side = ax.inset_axes([1.15, 0.0, 0.6, 1.0])
+    side.errorbar(data["T"], data["fpr"], yerr=data["fpr_se"], fmt="o-", ms=3, label="real FPR (± 1 SE)")
+    side.axhline(data["alpha"], color="r", ls="--", lw=1, label=f"nominal α = {data['alpha']}")
+    side.set_xlabel("T (sentences)")
+    side.set_ylabel("real FPR of the nominal test")
+    side.set_title("FPR against text length", fontsize=9)
+    side.legend(fontsize=7, loc="upper left")
     return ax
 
 
@@ -212,8 +223,8 @@ def _plot_c19(data: dict[str, Any], ax):
     paper_says="Detection via soft-z-test: return z > z_α, with z = |Σ c − 0.5 bT| / √(0.25 bT).",
     expected="refuted",
     plot=_plot_c19,
-    figure_caption="Null distribution of the paper's soft z against the N(0, 1) it assumes; inset: real FPR of the "
-    "nominal 1% test against the number of sentences.",
+    figure_caption="Null distribution of the paper's soft z against the N(0, 1) it assumes (left); right: real FPR "
+    "of the nominal 1% test against the number of sentences.",
 )
 def check_c19(key: jax.Array, budget: Budget) -> Outcome:
     k_texts, k_keys, k_cal = jax.random.split(key, 3)
