@@ -120,13 +120,38 @@ def _mutation_table(results: Sequence[dict[str, Any]], mutations: dict[str, list
     return lines
 
 
-def _control_cell(nc: dict[str, Any]) -> str:
-    """The table's negative-control cell: what the control mutates, the statistic by which it missed, the outcome."""
+def _control_run(rec: dict[str, Any]) -> bool:
+    """Whether the check got as far as its negative control (an ``error`` verdict stops before it)."""
+    return rec.get("verdict") != "error"
+
+
+def _control_cell(rec: dict[str, Any]) -> str:
+    """The table's negative-control cell: what the control mutates, the statistic by which it missed, and the
+    outcome in the console's words (``caught ✓``, ``NOT caught ✗`` or ``not run``)."""
+    nc = rec.get("negative_control") or {}
     if not nc:
         return "—"
-    mark = "failed ✓" if nc.get("failed") else "DID NOT FAIL ✗"
+    if not _control_run(rec):
+        return "not run"
+    mark = "caught ✓" if nc.get("failed") else "NOT caught ✗"
     desc, measured = nc.get("description", ""), nc.get("measured", "")
     return f"{desc}: {measured} — {mark}" if desc or measured else mark
+
+
+def _control_sentence(rec: dict[str, Any]) -> str:
+    """The section's plain reading of the negative control, in the console's words."""
+    nc = rec.get("negative_control") or {}
+    if not _control_run(rec):
+        return "not run: the check stopped with an error before its negative control."
+    if not nc:
+        return "none recorded."
+    head = f"{nc.get('description', '')}: {nc.get('measured', '')} — "
+    if nc.get("failed"):
+        return head + "caught: the same pipeline run on the mutated code failed, as it must."
+    return head + (
+        "NOT caught: the same pipeline run on the mutated code passed too, so this check does not tell the "
+        "mutated code from the code under check."
+    )
 
 
 def _status(rec: dict[str, Any]) -> str:
@@ -147,7 +172,7 @@ def _markdown(
         "",
         f"Every checkable claim of the paper *{PAPER_TITLE}* (<{PAPER_URL}>), measured. Seed {meta['seed']}, "
         f"budget scale {meta['budget']['scale']}{' (quick)' if meta['budget']['quick'] else ''}; "
-        f"{n_pass}/{len(results)} checks reached their expected verdict with a failing negative control.",
+        f"{n_pass}/{len(results)} checks reached their expected verdict and caught their negative control.",
         "",
         f"Claim IDs (C…, E…, X…, S…) are those of the PMark toolkit's claims register ({CLAIMS_DOC}): each "
         "section links its ID to the register entry, which states what the paper says, the precise statement "
@@ -157,16 +182,16 @@ def _markdown(
         "Verdicts: **confirmed** — the paper's statement holds as printed; **corrected** — it fails as printed "
         f"but the correction of the claims register ({CLAIMS_DOC}) holds; **refuted** — it fails and the "
         "refutation is confirmed. A check passes when its verdict is the one the claims register expects and its "
-        "negative control failed: the same pipeline (statistic, tolerance, sample size) run on a deliberately "
-        "wrong variant of the code under check (a biased rule, a wrong law, an off-by-one); the column says what "
-        "was mutated and by how much it missed.",
+        "negative control is caught: the same pipeline (statistic, tolerance, sample size), run on a deliberately "
+        "wrong variant of the code under check (a biased rule, a wrong law, an off-by-one), fails, as it must. "
+        "The negative-control column says what was mutated, by how much it missed, and whether it was caught "
+        "(✓) or not (✗).",
         "",
         "| ID | paper says | measured | verdict | negative control | status |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
-        nc = r.get("negative_control") or {}
-        ctrl = _control_cell(nc)
+        ctrl = _control_cell(r)
         verdict = r.get("verdict", "")
         if verdict != r.get("expected_verdict"):
             verdict = f"{verdict} (expected {r.get('expected_verdict')})"
@@ -176,7 +201,6 @@ def _markdown(
         )
     lines.append("")
     for r in results:
-        nc = r.get("negative_control") or {}
         cid = r["id"]
         heading = (
             f"## {cid} — [{cid} in the claims register]({claims_link(cid)})"
@@ -200,8 +224,7 @@ def _markdown(
             "",
             f"**Verdict.** {r.get('verdict')} (expected {r.get('expected_verdict')}) — {_status(r)}",
             "",
-            f"**Negative control.** {nc.get('description', '')}: {nc.get('measured', '')} — "
-            f"{'failed, as it must' if nc.get('failed') else 'DID NOT FAIL'}",
+            f"**Negative control.** {_control_sentence(r)}",
             "",
             *_mutation_lines(cid, mutations),
             f"Seed {r.get('seed')}, runtime {float(r.get('runtime_s', 0.0)):.2f} s"

@@ -65,6 +65,8 @@ from simulations._estimators import (
     per_cell_z,
     total_variation,
     tv_estimate,
+    tv_floor,
+    tv_floor_range,
     tv_null_bias,
 )
 from simulations._proxies import (

@@ -8,6 +8,14 @@ A simulated histogram ``counts [K]`` from ``n`` trials is compared with an exact
   ``TV = 0`` the absolute value has a kink, ``T̂`` is biased upwards by about
   ``Σ_i √(p_i(1−p_i)/(2πn))`` (:func:`tv_null_bias`) and ``se`` only describes the spread around that bias.
   Decide distortion-freeness with the chi-square test, not with ``T̂ ≈ 0``.
+* **The plug-in bias floor.** Even a sample drawn from the exact law has ``T̂ > 0``: its expected value under
+  the law, :func:`tv_floor`, is computed EXACTLY (no approximation, any ``n``) from De Moivre's mean absolute
+  deviation of the binomial, ``E|c_i − n p_i| = 2 m_i (1 − p_i) P(Bin(n, p_i) = m_i)`` with
+  ``m_i = ⌊n p_i⌋ + 1``, so ``E[T̂] = Σ_i m_i (1 − p_i) P(Bin(n, p_i) = m_i) / n`` (linearity: each cell's count
+  is binomial). Its spread, :func:`tv_floor_range`, is a small Monte Carlo with a FIXED seed (0): the central
+  99% of ``T̂`` over ``2000`` multinomial samples of size ``n`` from the law (fewer, down to 200, for more than
+  200 cells). :func:`compare_to_law` reports both beside ``T̂``; a ``T̂`` inside that range is what an exact
+  sampler gives (e.g. ``T̂ ≈ 0.007`` for 50 outcomes and ``n = 200 000`` is AT the floor, not a distortion).
 * **Chi-square goodness of fit.** Cells with expected count ``n p_i < min_expected`` (5) are pooled: sorted by
   expected count (ties by index), consecutive small cells are merged greedily until each group reaches
   ``min_expected``; a leftover group below it is merged into the last group formed (or, if none, the smallest
@@ -44,6 +52,8 @@ __all__ = [
     "per_cell_z",
     "total_variation",
     "tv_estimate",
+    "tv_floor",
+    "tv_floor_range",
     "tv_null_bias",
 ]
 
@@ -109,6 +119,55 @@ def tv_null_bias(law: Any, n_trials: int) -> float:
     if n_trials < 1:
         raise PMarkValueError(f"n_trials must be >= 1, got {n_trials}")
     return float(np.sum(np.sqrt(p * (1.0 - p) / (2.0 * np.pi * n_trials))))
+
+
+def tv_floor(law: Any, n_trials: int) -> float:
+    """The plug-in bias floor: EXACT ``E[T̂]`` for ``n_trials`` samples drawn from ``law`` itself (module doc).
+
+    ``Σ_i m_i (1 − p_i) P(Bin(n, p_i) = m_i) / n`` with ``m_i = ⌊n p_i⌋ + 1`` (De Moivre's mean absolute deviation
+    of the binomial); :func:`tv_null_bias` is its normal approximation.
+
+    Raises:
+      PMarkValueError: bad law, ``n_trials < 1``.
+    """
+    p = check_probabilities("law", law)
+    if n_trials < 1:
+        raise PMarkValueError(f"n_trials must be >= 1, got {n_trials}")
+    n = int(n_trials)
+    m = np.floor(n * p) + 1.0
+    return float(np.sum(m * (1.0 - p) * stats.binom.pmf(m, n, p)) / n)
+
+
+#: Monte Carlo of :func:`tv_floor_range`: its fixed seed, coverage, and draws (at most ``_FLOOR_WORK`` cells x draws).
+FLOOR_SEED, FLOOR_LEVEL, FLOOR_DRAWS, _FLOOR_MIN_DRAWS, _FLOOR_WORK = 0, 0.99, 2000, 200, 400_000
+
+
+def tv_floor_range(
+    law: Any, n_trials: int, *, level: float = FLOOR_LEVEL, draws: int | None = None, seed: int = FLOOR_SEED
+) -> tuple[float, float]:
+    """Central ``level`` range of ``T̂`` for ``n_trials`` samples drawn from ``law`` itself (a Monte Carlo).
+
+    ``draws`` multinomial samples of size ``n_trials`` from ``law`` by ``numpy.random.default_rng(seed)`` (it
+    touches no global state), and the ``(1 ± level)/2`` quantiles of their plug-in TV. By default ``draws`` is
+    2000, lowered for large laws to ``max(200, 400 000 // cells)`` to bound the work.
+
+    Raises:
+      PMarkValueError: bad law, ``n_trials < 1``, ``level`` outside ``(0, 1)``, ``draws < 2``.
+    """
+    p = check_probabilities("law", law)
+    if n_trials < 1:
+        raise PMarkValueError(f"n_trials must be >= 1, got {n_trials}")
+    if not 0 < level < 1:
+        raise PMarkValueError(f"level must lie in (0, 1), got {level}")
+    if draws is None:
+        draws = max(_FLOOR_MIN_DRAWS, min(FLOOR_DRAWS, _FLOOR_WORK // max(p.size, 1)))
+    if draws < 2:
+        raise PMarkValueError(f"draws must be >= 2, got {draws}")
+    n = int(n_trials)
+    samples = np.random.default_rng(seed).multinomial(n, p / p.sum(), size=int(draws))
+    tv = 0.5 * np.abs(samples / n - p).sum(axis=1)
+    lo, hi = np.quantile(tv, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return float(lo), float(hi)
 
 
 def merge_small_cells(expected: Any, min_expected: float = 5.0) -> np.ndarray:
@@ -206,6 +265,13 @@ class LawComparison(NamedTuple):
       p_value: ``P(χ²_dof >= chi2)``.
       max_abs_z: largest per-cell ``|z|``.
       z_threshold: Bonferroni threshold for ``max_abs_z``.
+      tv_floor: the plug-in bias floor, EXACT ``E[T̂]`` of a sample of the same size drawn from the law itself
+        (:func:`tv_floor`): ``T̂`` is positive even when the sampler is exact.
+      tv_floor_lo, tv_floor_hi: the central 99% range of ``T̂`` for such a sample (:func:`tv_floor_range`: a
+        Monte Carlo with a fixed seed).
+      n_trials: the sample size ``n``.
+
+    ``str()`` of it is a plain reading that puts ``T̂`` beside its floor.
     """
 
     tv: float
@@ -215,6 +281,31 @@ class LawComparison(NamedTuple):
     p_value: float
     max_abs_z: float
     z_threshold: float
+    tv_floor: float = float("nan")
+    tv_floor_lo: float = float("nan")
+    tv_floor_hi: float = float("nan")
+    n_trials: int = 0
+
+    def at_floor(self) -> bool:
+        """Whether ``T̂`` lies within the range an exact sample of the same size gives (at most ``tv_floor_hi``)."""
+        return bool(self.tv <= self.tv_floor_hi)
+
+    def __str__(self) -> str:
+        where = (
+            "at the floor: what an exact sampler gives, not a measured distortion"
+            if self.at_floor()
+            else f"above the floor ({self.tv / self.tv_floor:.1f}x its mean)"
+            if self.tv_floor > 0
+            else "above the floor"
+        )
+        verdict = "consistent with the law" if self.consistent() else "NOT consistent with the law"
+        return (
+            f"plug-in TV {self.tv:.4g} ± {self.tv_se:.2g}; the plug-in bias floor for n = {self.n_trials} "
+            f"(the TV of a sample drawn from the law itself) is {self.tv_floor:.4g} on average (exact), "
+            f"99% in [{self.tv_floor_lo:.4g}, {self.tv_floor_hi:.4g}] (Monte Carlo, seed {FLOOR_SEED}) — {where}. "
+            f"chi-square {self.chi2:.4g} on {self.dof} dof, p = {self.p_value:.3g}; max |z| {self.max_abs_z:.3g} "
+            f"(threshold {self.z_threshold:.3g}): {verdict} (decided by these tests, not by the TV)."
+        )
 
     def log_p_value(self) -> float:
         """``log P(χ²_dof >= chi2)``, accurate where ``p_value`` underflows to 0."""
@@ -240,7 +331,8 @@ def compare_to_law(
       min_expected: pooling threshold of the chi-square test.
 
     Returns:
-      :class:`LawComparison`.
+      :class:`LawComparison`, with the plug-in bias floor of a sample of this size (``tv_floor``, exact, and its
+      99% range ``tv_floor_lo``/``tv_floor_hi``, a seeded Monte Carlo) beside ``tv``; ``print`` it to read them.
 
     Raises:
       PMarkValueError: bad counts or law, shapes differ, ``alpha`` outside ``(0, 1)``.
@@ -248,4 +340,7 @@ def compare_to_law(
     tv, se = tv_estimate(counts, law)
     chi2, dof, p = chi_square_gof(counts, law, min_expected)
     z, thr = per_cell_z(counts, law, alpha)
-    return LawComparison(tv, se, chi2, dof, p, float(np.max(np.abs(z))), thr)
+    n = round(float(np.sum(np.asarray(counts, dtype=np.float64))))
+    floor = tv_floor(law, n)
+    lo, hi = tv_floor_range(law, n)
+    return LawComparison(tv, se, chi2, dof, p, float(np.max(np.abs(z))), thr, floor, lo, hi, n)

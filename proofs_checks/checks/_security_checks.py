@@ -118,7 +118,9 @@ def _plot_s1(data: dict[str, Any], ax):
 
 @register_check(
     "S1",
-    claim="The default detector output (verdict, p-values, total matching count) gives the key away only slowly: "
+    claim="As formerly stated, and measured false here (the correction: it gives the key away by the planning "
+    "figure; docs/claims.md S1): the default detector output (verdict, p-values, total matching count) gives the "
+    "key away only slowly: "
     "recovery of the pivots from it is still near chance (mean |cos| < 0.5) at the planning figure "
     "QUERY_WARNING['total'] (the former planning figure was about 2e4 queries), the decision-only output shows "
     "no measurable leak, while per-channel matches are recovered at the decision budget.",
