@@ -1,6 +1,7 @@
 """``pmark check``: run every claim check and write the report (the toolkit's main job).
 
-Exit codes: 0 every check reached its expected verdict and every negative control was caught (the same pipeline run on mutated code failed); 1 otherwise;
+Exit codes: 0 every check reached its expected verdict and every negative control was caught (the same pipeline
+run on mutated code failed); 1 otherwise;
 2 a usage error (one line ``pmark check: error: …`` on stderr), including an output directory that another
 run is writing (``<out>/.lock`` is held with ``flock``); 130 interrupted (Ctrl-C): results computed so far
 stay cached in ``<out>/cache`` and a rerun resumes from them.
