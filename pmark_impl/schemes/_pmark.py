@@ -9,6 +9,7 @@ candidates, E14, :func:`online_medians`) and the bits, then :func:`pmark_impl.sc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -222,6 +223,14 @@ def record(result: Any) -> dict[str, Any]:
     )
 
 
+@functools.lru_cache(maxsize=8)
+def _localize_bits(key: Any, n_positions: int) -> np.ndarray:
+    """The key's bits of positions ``0..n-1`` (read-only), computed once for the ``2T - 1`` alignments of a text."""
+    bits = pmark_key.bits_matrix(key, n_positions)
+    bits.setflags(write=False)
+    return bits
+
+
 def sentence_laws(request: DetectRequest, result: Any, shift: int = 0) -> SentenceLaws:
     """Localisation's evidence (L1): each sentence's matches with the key's bits of position ``t - shift``
     (``0..b``; the sign ``1{f > median}`` of each channel against the bit) and their null laws.
@@ -251,7 +260,7 @@ def sentence_laws(request: DetectRequest, result: Any, shift: int = 0) -> Senten
     ).reshape(t_len, b)
     rows = np.arange(t_len) - int(shift)
     has = rows >= 0
-    bits = pmark_key.bits_matrix(key, int(rows.max()) + 1 if t_len and has.any() else 0)[:, :b]
+    bits = _localize_bits(key, 2 * t_len)[: int(rows.max()) + 1 if t_len and has.any() else 0, :b]
     counts = np.zeros(t_len, dtype=np.int64)
     counts[has] = (signs[has] == bits[rows[has]]).sum(axis=1)
     none = np.zeros(b + 1)
