@@ -20,6 +20,7 @@ from typing import Any
 
 from pmark_theory.infra.json import loads_strict
 from pmark_theory.infra.owned import OwnedFolder
+from pmark_theory.infra.ticker import Ticker
 from proofs_checks._io import json_bytes, report_folder, to_jsonable, write_owned
 from proofs_checks._registry import Budget, Check, check_key
 
@@ -131,11 +132,38 @@ def run_checks(
     """
     budget = budget if budget is not None else Budget()
     folder = report_folder(cache_dir) if cache_dir is not None else None
-    bar = None
-    if progress is True:
+    bar, ticker = None, None
+    if (
+        progress is True
+    ):  # the average rate (smoothing=0) and a redraw every second: the ETA moves during a check
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(checks), desc="pmark check", unit="check", file=sys.stderr, dynamic_ncols=True)
+        bar = tqdm(
+            total=len(checks),
+            desc="pmark check",
+            unit="check",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            smoothing=0,
+        )
+        ticker = Ticker(bar.refresh).start() if not bar.disable else None
+    try:
+        return _run_all(checks, seed, budget, folder, bar, progress)
+    finally:
+        if ticker is not None:
+            ticker.stop()
+        if bar is not None:
+            bar.close()
+
+
+def _run_all(
+    checks: Sequence[Check],
+    seed: int,
+    budget: Budget,
+    folder: OwnedFolder | None,
+    bar: Any,
+    progress: bool | Callable[[int, int, str], None],
+) -> list[dict[str, Any]]:
     results = []
     for i, check in enumerate(checks):
         params = {
@@ -160,6 +188,4 @@ def run_checks(
             bar.update(1)
         elif callable(progress):
             progress(i + 1, len(checks), check.id)
-    if bar is not None:
-        bar.close()
     return results

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.cli import models
+from pmark_impl.cli import models, progress
 from pmark_impl.cli.calibrate_null import (
     add_null_options,
     caching_embed,
@@ -335,17 +335,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         {} if args.centring is None else {"centring": args.centring}
     )  # refused by a calibration without it
     if scheme.calibration is not None:
-        new_key, report = scheme.calibration.fit_key(
-            key,
-            encoder,
-            documents,
-            settings,
-            text_sentences=args.text_sentences,
-            held_out_fraction=args.held_out,
-            corpus=corpus,
-            embed_fn=embed_fn,
-            **extra,
-        )
+        with progress.phase(f"calibrating the key for {scheme.name} on the {corpus} corpus"):
+            new_key, report = scheme.calibration.fit_key(
+                key,
+                encoder,
+                documents,
+                settings,
+                text_sentences=args.text_sentences,
+                held_out_fraction=args.held_out,
+                corpus=corpus,
+                embed_fn=embed_fn,
+                **extra,
+            )
     else:
         new_key, report = (
             key,

@@ -120,6 +120,7 @@ def fit_nulls(
 ) -> tuple[Any, dict[str, Any], list[str]]:
     """The key with a text-level null per test of ``scheme.calibration.null_tests``, the report and warnings."""
     from pmark_impl.cli.models import progress_bar
+    from pmark_impl.cli.progress import phase
     from pmark_impl.detection import fit_text_null, measure_text_null
 
     report: dict[str, Any] = {}
@@ -130,25 +131,26 @@ def fit_nulls(
     for test in tests:
         options = {"scheme": scheme, "test": test, **settings}
         name = test or "default"
-        bar = progress_bar(None, f"pmark calibrate: text-level null of {name}")  # type: ignore[arg-type]
-        bar.unit = "text"
-        try:
-            key, null = fit_text_null(
-                key,
-                encoder,
-                documents,
-                options=options,
-                lengths=lengths,
-                held_out_fraction=held_out_fraction,
-                corpus=corpus,
-                embed_fn=embed_fn,
-                progress=bar.update,
-            )
-        except PMarkValueError as exc:
-            report[name] = {"fitted": False, "reason": str(exc)}
-            continue
-        finally:
-            bar.close()
+        with phase(f"fitting the text-level null of {scheme.name}'s {name} test"):
+            bar = progress_bar(None, f"pmark calibrate: text-level null of {name}")
+            bar.unit = "text"
+            try:
+                key, null = fit_text_null(
+                    key,
+                    encoder,
+                    documents,
+                    options=options,
+                    lengths=lengths,
+                    held_out_fraction=held_out_fraction,
+                    corpus=corpus,
+                    embed_fn=embed_fn,
+                    progress=bar.update,
+                )
+            except PMarkValueError as exc:
+                report[name] = {"fitted": False, "reason": str(exc)}
+                continue
+            finally:
+                bar.close()
         entry: dict[str, Any] = {
             "fitted": True,
             "test": null.test,

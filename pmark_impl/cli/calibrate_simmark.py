@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pmark_impl.cli import models
+from pmark_impl.cli import models, progress
 from pmark_impl.cli.files import CLIError, check_paths, output_errors, prompt_text, read_text
 from pmark_impl.cli.options import float_type
 from pmark_impl.cli.owned_files import check_replaceable
@@ -174,7 +174,10 @@ def cmd_calibrate_simmark(args: argparse.Namespace) -> int:
             bar.close()
         return np.concatenate(parts) if parts else np.zeros((0, int(encoder.dim)))
 
-    cal = calibrate_simmark(encoder, documents, low, high, delta=args.delta, corpus=corpus, embed_fn=embed_fn)
+    with progress.phase(f"calibrating SimMark's interval [{low}, {high}] on the {corpus} corpus"):
+        cal = calibrate_simmark(
+            encoder, documents, low, high, delta=args.delta, corpus=corpus, embed_fn=embed_fn
+        )
     check_replaceable(args.out, "simmark-calibration", "--out SimMark calibration file", args.force)  # again
     with output_errors(args.out, "SimMark calibration file"):
         save_simmark_calibration(cal, args.out, force=args.force)

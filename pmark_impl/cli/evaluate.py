@@ -23,10 +23,11 @@ takes every K-th document and rank 0 writes the report (:mod:`pmark_impl.evaluat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
-from pmark_impl.cli import evaluate_inputs, models
+from pmark_impl.cli import evaluate_inputs, models, progress
 from pmark_impl.cli.evaluate_inputs import DEFAULT_ATTACKS
 from pmark_impl.cli.options import (
     SEED,
@@ -220,37 +221,32 @@ def _oracle(args: argparse.Namespace, sampler: Any, device: str | None) -> tuple
         return sampler.model, sampler.tokenizer
     from pmark_impl.sampling import load_lm
 
-    return load_lm(args.oracle, **({"device": device} if device else {}))
+    with progress.phase(f"loading the language model {args.oracle} (the perplexity oracle)"):
+        return load_lm(args.oracle, **({"device": device} if device else {}))
 
 
-def _progress(args: argparse.Namespace, world: Any) -> Any:
+def _progress(
+    args: argparse.Namespace, world: Any, units: int, max_sentences: int
+) -> progress.StepBar | None:
+    """This rank's bar (``None`` under ``--quiet``): one step per generated sentence of its ``units`` texts, topped
+    up as each unit ends; it is ``run_evaluation``'s ``progress`` callback (``position`` = the rank)."""
     if args.quiet:
         return None
-    from tqdm.auto import tqdm
-
-    bar: dict[str, Any] = {}
-
-    def update(label: str, done: int, total: int) -> None:
-        if "bar" not in bar:
-            bar["bar"] = tqdm(
-                total=total,
-                desc=f"rank {world.rank}" if world.distributed else "evaluate",
-                unit="text",
-                position=world.rank,
-                file=sys.stderr,
-                dynamic_ncols=True,
-            )
-        b = bar["bar"]
-        b.set_postfix_str(label, refresh=False)
-        b.update(done - b.n)
-        if done == total:
-            b.close()
-
-    return update
+    desc = f"rank {world.rank}" if world.distributed else "pmark evaluate"
+    return progress.StepBar(units, max_sentences, desc, position=world.rank)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Run ``pmark evaluate`` (see the module docstring); prints where the report is."""
+    """Run ``pmark evaluate`` (see the module docstring); prints where the report is.
+
+    Each long step says so on stderr (:mod:`pmark_impl.cli.progress`: loading the models, calibrating the key),
+    then one bar counts the generated sentences; ``--quiet`` hides them all.
+    """
+    with progress.hidden(args.quiet):
+        return _evaluate(args)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
     from pmark_impl.evaluate import (
         EvalConfig,
         EvalContext,
@@ -283,9 +279,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     dev = {"device": device} if device else {}
     encoder = models.load_encoder(args.encoder, **dev)
     key = evaluate_inputs.evaluation_key(args, key_file, encoder, config.max_channels)
-    key, key_calibration = evaluate_inputs.calibrate_key(
-        args, key, encoder, runs, config.alphas, config.max_sentences
-    )
+    with (
+        progress.phase("calibrating the key on the built-in corpus (K1/K3)")
+        if not args.uncalibrated_key
+        else contextlib.nullcontext()
+    ):
+        key, key_calibration = evaluate_inputs.calibrate_key(
+            args, key, encoder, runs, config.alphas, config.max_sentences
+        )
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **dev)
     model_name = evaluate_inputs.model_label(args.model, getattr(sampler, "model", None))  # what was loaded
     limit = _context_limit(sampler)
@@ -334,12 +335,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         | _dtype(sampler),
         "device": (device or "cpu").split(":")[0],
     }
+    units = len(runs) * sum(len(g) for g in world.shard_groups(len(documents), max(int(ctx.batch_texts), 1)))
     start(world)
+    bar = _progress(args, world, units, config.max_sentences)
+    ctx.on_sentence, ctx.on_stage = (
+        getattr(bar, "step", None),
+        getattr(bar, "stage", None),
+    )  # not in config.json
     try:
         results = run_evaluation(
-            ctx, documents, args.out, identity, world=world, force=args.force, progress=_progress(args, world)
+            ctx, documents, args.out, identity, world=world, force=args.force, progress=bar
         )
     finally:
+        getattr(bar, "close", lambda: None)()
         finish(world)
     if results is not None:
         print(

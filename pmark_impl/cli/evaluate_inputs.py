@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pmark_impl.cli import models
 from pmark_impl.cli.files import CLIError
 from pmark_theory._validate import PMarkValueError
 
@@ -165,7 +166,11 @@ def calibrate_key(
     documents = builtin_documents()
 
     def embed_new(sentences: list[str]) -> np.ndarray:
-        parts = [embed(encoder, sentences[i : i + 256], key.dim) for i in range(0, len(sentences), 256)]
+        parts = []
+        with models.progress_bar(len(sentences), "embedding the corpus") as bar:
+            for i in range(0, len(sentences), 256):
+                parts.append(embed(encoder, sentences[i : i + 256], key.dim))
+                bar.update(len(parts[-1]))
         return np.concatenate(parts) if parts else np.zeros((0, key.dim))
 
     embed_fn = caching_embed(embed_new, key.dim)  # every fit (and text-level null) embeds a sentence once

@@ -1,5 +1,8 @@
 """The model loaders of the ``pmark`` command line: the encoder, the LM sampler, their progress bars.
 
+Each load runs under a :func:`~pmark_impl.cli.progress.phase` line (``pmark: loading the encoder X …``), shown
+as :func:`~pmark_impl.cli.progress.shown` says.
+
 Every command calls them through this module (``from pmark_impl.cli import models``, then
 ``models.load_sampler(...)``), so that a test substitutes fakes with ``monkeypatch.setattr(models, "load_sampler",
 fake)`` and every command sees them. A model that cannot be loaded is a :class:`~pmark_impl.cli.files.CLIError`
@@ -15,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from pmark_impl.cli import progress
 from pmark_impl.cli.files import CLIError
 
 __all__ = [
@@ -77,7 +81,8 @@ def load_encoder(name: str | None, **device: Any) -> Any:
     try:
         from pmark_impl.sampling import load_encoder as load_model_encoder
 
-        return load_model_encoder(name, **device)
+        with progress.phase(f"loading the encoder {name or '(default)'}"):
+            return load_model_encoder(name, **device)
     except (OSError, ImportError, ValueError) as exc:
         raise CLIError(f"cannot load encoder {name or '(default)'!r}: {first_line(exc)}") from None
 
@@ -106,7 +111,7 @@ def load_sampler(model: str | None, temperature: float | None, top_p: float | No
         from pmark_impl.sampling import load_lm
 
         quiet_model_loading()
-        with quiet_gguf_conversion():
+        with progress.phase(f"loading the language model {model or '(default)'}"), quiet_gguf_conversion():
             lm, tokenizer = load_lm(model, **device)
     except (OSError, ImportError, ValueError) as exc:
         raise CLIError(f"cannot load language model {model or '(default)'!r}: {first_line(exc)}") from None
@@ -131,8 +136,7 @@ def encoder_for_key(key: Any, name: str | None, key_path: str, **device: Any) ->
     return encoder
 
 
-def progress_bar(total: int, desc: str) -> Any:
-    """A tqdm bar on stderr counting sentences (hidden when stderr is not a terminal)."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="sentence", file=sys.stderr, disable=None, leave=False)
+def progress_bar(total: int | None, desc: str) -> Any:
+    """A bar on stderr counting sentences (:func:`pmark_impl.cli.progress.bar`: its ETA moves while a sentence
+    stalls; hidden unless :func:`~pmark_impl.cli.progress.shown`); close it (or use it as a context manager)."""
+    return progress.bar(total, desc, "sentence")

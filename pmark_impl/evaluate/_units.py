@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -69,6 +69,10 @@ class EvalContext:
       model_name: the LM's id for the provenance.
       batch_texts: documents whose texts share forward passes (groups fixed by document index; issue 26).
       refill: continuous batching in those groups (``False``: static batches).
+      on_sentence: called after each generated sentence of every text (a progress display); not part of the
+        evaluation's identity, never changes a result.
+      on_stage: called ``(run_id, stage)`` when a unit's stage begins, ``"generating"`` (its group's texts) or
+        ``"attacking+detecting"`` (a progress display, like ``on_sentence``).
     """
 
     config: EvalConfig
@@ -80,6 +84,8 @@ class EvalContext:
     model_name: str | None = None
     batch_texts: int = 8
     refill: bool = True
+    on_sentence: Callable[[], None] | None = None
+    on_stage: Callable[[str, str], None] | None = None
 
 
 def _score(p: float) -> float:
@@ -235,6 +241,11 @@ def generate_group(ctx: EvalContext, run: RunSpec, docs: Sequence[Any]) -> list[
         counts[i][1] += sum(int(c.n_tokens) for c in candidates)
 
     mode, n, extra = _generation_options(run)
+    if ctx.on_stage is not None:
+        ctx.on_stage(run.run_id, "generating")
+    if ctx.on_sentence is not None:
+        on_sentence = ctx.on_sentence
+        extra["progress"] = lambda _step: on_sentence()
     t0 = time.perf_counter()
     results = generate_many(
         ctx.key,
@@ -296,6 +307,8 @@ def run_unit(
         },
         "perplexity": _perplexity(ctx, doc.prompt, res.text),
     }
+    if ctx.on_stage is not None:
+        ctx.on_stage(run.run_id, "attacking+detecting")
     t1 = time.perf_counter()
     if run.scheme != NO_SCHEME:
         attacked, localize = [], {}

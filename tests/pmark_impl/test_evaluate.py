@@ -199,7 +199,7 @@ def test_predicted_tpr_agrees_with_observed(report):
 def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, models, monkeypatch):
     from pmark_impl.cli import evaluate as evaluate_command
 
-    def interrupting(args, world):
+    def interrupting(*_args):  # _progress(args, world, units, max_sentences)
         def update(label, done, total):
             if done == 5:
                 raise KeyboardInterrupt
