@@ -123,7 +123,10 @@ def law_gof(counts: Any, law: Any) -> dict[str, Any]:
     Returns:
       dict with ``chi2``, ``dof``, ``p_value`` (pooled chi-square), ``log_p_value``, ``max_abs_z`` (exact
       binomial per-cell z), ``z_threshold`` (Bonferroni ``Φ⁻¹(1 − 1e-3/(2·cells))``), ``tv``, ``tv_se``,
-      ``n`` and ``passed`` (``p_value > 1e-3`` and ``max_abs_z <= z_threshold``: false-alarm rate ≤ 2e-3).
+      ``n``, ``tv_floor`` / ``tv_floor_hi`` (the plug-in bias floor of an exact sample of this size: its mean,
+      exact, and the top of its seeded 99% range; a ``tv`` at or under ``tv_floor_hi`` is what an exact sampler
+      gives, not a distortion), ``at_floor`` and ``passed`` (``p_value > 1e-3`` and
+      ``max_abs_z <= z_threshold``: false-alarm rate ≤ 2e-3).
     """
     counts = np.asarray(counts, dtype=np.float64)
     res = compare_to_law(counts, np.asarray(law, dtype=np.float64))
@@ -136,6 +139,9 @@ def law_gof(counts: Any, law: Any) -> dict[str, Any]:
         "z_threshold": res.z_threshold,
         "tv": res.tv,
         "tv_se": res.tv_se,
+        "tv_floor": res.tv_floor,
+        "tv_floor_hi": res.tv_floor_hi,
+        "at_floor": res.at_floor(),
         "n": float(counts.sum()),
         "passed": res.consistent(),
     }

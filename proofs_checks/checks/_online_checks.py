@@ -77,7 +77,9 @@ def check_c1(key: jax.Array, budget: Budget) -> Outcome:
     return Outcome(
         verdict=verdict(gof["passed"]),
         measured=f"chi-square p = {gof['p_value']:.3f}, max |z| = {gof['max_abs_z']:.2f} "
-        f"(threshold {gof['z_threshold']:.2f}) over {k_sent} sentences",
+        f"(threshold {gof['z_threshold']:.2f}) over {k_sent} sentences; plug-in TV {gof['tv']:.4f} "
+        f"{'within' if gof['at_floor'] else 'ABOVE'} the plug-in bias floor of an exact sample of this size "
+        f"(mean {gof['tv_floor']:.4f}, 99% range up to {gof['tv_floor_hi']:.4f}: what an exact sampler gives)",
         method=f"Monte Carlo: {n} steps of simulations.pmark_step with the shared online rule (N = {n_cand}, "
         f"b = {b}, Haar pivots, d = {d}) on a {k_sent}-sentence universe with Dirichlet(0.3) masses "
         "(make_finite_universe); output counts against P_M (compare_to_law).",
