@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # 15 s (a pytest in a subprocess); the default suite audits with its CONFIG in test_audit_power.py
 def test_copy_me_file_passes_outside_the_repository(tmp_path):
     shutil.copy(ROOT / "examples" / "test_audit_copy_me.py", tmp_path / "test_audit_copy_me.py")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
