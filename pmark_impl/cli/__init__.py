@@ -6,9 +6,10 @@
                    [--encoder E] [--device cpu|cuda|mps] [--max-sentences T] [--seed S] [--out FILE]
                    [--provenance FILE] [--force] [--allow-insecure-key] (PROMPT | --prompt-file FILE)
     pmark detect   --key KEY [--mode offline|online|semstamp|ksemstamp] [--prompt P | --prompt-file FILE]
-                   [--n N] [--alpha A] [--test hard|per_key|soft] [--evidence | --decision-only]
+                   [--n N] [--alpha A] [--test hard|per_key|soft] [--verbose] [--evidence | --decision-only]
                    [--count-queries STATE] [--device D] [--allow-insecure-key] [--provenance FILE | --no-provenance]
-                   FILE             (FILE may be "-" for stdin; prints a JSON verdict)
+                   FILE             (FILE may be "-" for stdin; prints a JSON verdict read in one sentence;
+                                     --verbose: the test's statistics and settings)
     pmark calibrate KEY --out NEW_KEY [--corpus builtin|FILE] [--centring context|global] [--report DIR]
                    (centred proxies + per-key null from human text; held-out FPR report, K1)
 

@@ -4,8 +4,10 @@ The key is read and every choice detection would refuse is refused
 (:func:`pmark_impl.cli.provenance.check_detection_flags`) before the encoder loads; a SimMark text goes to
 :mod:`pmark_impl.cli.calibrate_simmark`. The models come from :mod:`pmark_impl.cli.models`.
 
-What is printed is an output level (S1, docs/security.md): ``total`` by default, ``--evidence`` (key holder
-only), ``--decision-only`` (the decision at ``--alpha`` and nothing else, for every scheme:
+What is printed is an output level (S1, docs/security.md): ``total`` by default — its plain reading
+(:func:`pmark_impl.cli.detect_view.plain_record`: the verdict in a sentence, p-value and the scheme's counts named
+for what they count), or with ``--verbose`` the whole ``total`` record (the test's statistics and settings) —,
+``--evidence`` (key holder only), ``--decision-only`` (the decision at ``--alpha`` and nothing else, for every scheme:
 :func:`pmark_impl.schemes._decision.decision_record`). ``--count-queries STATE`` counts the query in a
 state file per key (:mod:`pmark_impl.detection._queries`): checked with the other paths before any model loads,
 updated after the detection and before the result is printed (an answer printed is an answer counted), with one
@@ -21,12 +23,13 @@ from typing import Any
 from pmark_impl._limits import MAX_CANDIDATES
 from pmark_impl.cli import models
 from pmark_impl.cli.calibrate_simmark import add_simmark_detect_arguments
+from pmark_impl.cli.detect_view import plain_reading, plain_record, uncalibrated_note
 from pmark_impl.cli.files import CLIError, prompt_text, read_text
 from pmark_impl.cli.options import CANDIDATES, add_cell_options, add_common_options, float_type
 from pmark_impl.cli.scheme_options import add_scheme_arguments
 from pmark_impl.schemes import output_record, record_json
 
-__all__ = ["add_parser", "cmd_detect", "output_level", "query_counter"]
+__all__ = ["add_parser", "cmd_detect", "output_level", "plain_reading", "query_counter", "uncalibrated_note"]
 
 #: ``--decision-only``'s help: what the decision level hides and what it still leaks.
 DECISION_HELP = (
@@ -34,6 +37,11 @@ DECISION_HELP = (
     "per-sentence figure, for every scheme. It still leaks: a decision is a one-bit function of the detector's "
     "statistic, so whoever submits chosen texts can locate the threshold and, in principle, learn the key from "
     "decisions too, only with more queries (S1, docs/security.md); count them with --count-queries"
+)
+#: ``--verbose``' help.
+VERBOSE_HELP = (
+    "print the whole total-level record (the test's statistics and settings: what pmark detect printed by default "
+    "before the plain reading) instead of the plain reading; no per-sentence figure (that is --evidence)"
 )
 #: ``--count-queries``' help.
 COUNT_HELP = (
@@ -114,6 +122,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
         record = {"reading": plain_reading(result), **record}
     if counter is not None:  # counted before printing: every answer printed is counted
         record["query_counter"] = _count(counter, key, level)
+    if level == "total" and not getattr(args, "verbose", False):  # a subset of the total level (issue 38)
+        record = plain_record(record, result)
     note = uncalibrated_note(get_scheme(s["mode"]), result)
     if note:
         print(f"pmark detect: note: {note}", file=sys.stderr)
@@ -121,53 +131,19 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
-def plain_reading(result: Any) -> str:
-    """One sentence saying what the verdict means (issue 38): what the p-value is the probability of, and for
-    what it holds (averaged over keys, or for this key with its text-level null)."""
-    alpha = getattr(result, "alpha", None)
-    verdict = getattr(result, "verdict", "")
-    p = float(getattr(result, "p_value", 1.0))
-    stats_ = getattr(result, "statistics", {}) or {}
-    per_key = isinstance(stats_.get("text_null"), dict) and stats_["text_null"].get("applied") is True
-    holds = "for this key, on text like its calibration corpus (K3)" if per_key else "averaged over keys"
-    if verdict == "watermarked":
-        return (
-            f"the text carries this key's watermark: a human text would score this high with probability {p:.2g} "
-            f"or less ({holds}), below alpha = {alpha:g}"
-        )
-    if verdict == "not enough evidence":
-        reason = getattr(result, "reason", "") or "too little evidence"
-        return f"no decision: {reason}"
-    return (
-        f"no watermark of this key detected: a human text scores at least this high with probability {p:.2g} "
-        f"({holds}), above alpha = {alpha:g}"
-    )
-
-
-def uncalibrated_note(scheme: Any, result: Any) -> str:
-    """The one-line note printed once when the key has no calibration that this detection uses: the p-value then
-    holds averaged over keys, not for this key on real text (README "Calibrate the key"); empty otherwise."""
-    cal = getattr(scheme, "calibration", None)
-    if cal is None or cal.stored_in != "key":
-        return ""
-    stats_ = getattr(result, "statistics", {}) or {}
-    if isinstance(stats_.get("text_null"), dict) and stats_["text_null"].get("applied") is True:
-        return ""
-    return (
-        "this key is not calibrated for this detection: the p-value holds averaged over keys, not for this key "
-        "on real text; calibrate it once (pmark calibrate KEY --out CALIBRATED_KEY) and detect with the result"
-    )
-
-
 def output_level(args: argparse.Namespace) -> str:
     """The output level asked for: ``"evidence"`` (``--evidence``), ``"decision"`` (``--decision-only``) or
-    ``"total"`` (default).
+    ``"total"`` (default; ``--verbose`` changes what is printed of it, not the level).
 
     Raises:
-      CLIError: both flags.
+      CLIError: ``--decision-only`` with ``--evidence`` or with ``--verbose``.
     """
     if args.evidence and args.decision_only:
         raise CLIError("give either --evidence or --decision-only, not both (they are output levels)")
+    if getattr(args, "verbose", False) and args.decision_only:
+        raise CLIError(
+            "give either --verbose or --decision-only, not both (--verbose prints the total level)"
+        )
     return "evidence" if args.evidence else "decision" if args.decision_only else "total"
 
 
@@ -315,6 +291,7 @@ def add_parser(sub: Any) -> None:
         help="print per-sentence evidence (f, medians, key bits, matches). Whoever sees this output can recover "
         "the secret key: for the key holder only",
     )
+    p.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     p.add_argument(
         "--localize",
         action="store_true",

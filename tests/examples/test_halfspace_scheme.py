@@ -119,7 +119,7 @@ def test_cli_generate_detect_and_schemes(cli_world, tmp_path, capsys):
     record = json.loads(Path(out + ".pmark.json").read_text())
     assert record["mode"] == "halfspace" and record["settings"] == {"label": "halfspace", "max_trials": 8}
     capsys.readouterr()
-    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, out]) == 0
+    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--verbose", out]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["verdict"] == "watermarked" and verdict["mode"] == "halfspace"
     assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--set", "label=other", out]) == 2
@@ -205,7 +205,8 @@ def test_cli_calibrate_fits_the_plugins_text_level_null(cli_world, tmp_path, cap
     assert [(n.scheme, n.null.lengths) for n in load_key(again).text_nulls] == [("halfspace", (2, 3))]
     text = tmp_path / "t.txt"
     text.write_text("Paragraph 7 line 0 is human prose. Paragraph 7 line 1 is human prose. A third one.")
-    assert cli.main(["detect", "--key", str(new), "--scheme", SPEC, "--alpha", "0.05", str(text)]) == 0
+    argv = ["detect", "--key", str(new), "--scheme", SPEC, "--alpha", "0.05", "--verbose", str(text)]
+    assert cli.main(argv) == 0  # --verbose: the text-level null's statistics
     out = json.loads(capsys.readouterr().out)
     assert (
         out["statistics"]["text_null"]["applied"] is True

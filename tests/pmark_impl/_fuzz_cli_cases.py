@@ -206,8 +206,11 @@ def detect_cases(draw: Any, assets: Assets) -> CliCase:
     c.opt("--encoder", (None,), (DIM16,))
     c.opt("--device", (None, "cpu"), ("tpu",))
     evidence = c.flag("--evidence")
-    if c.flag("--decision-only") and evidence:
+    decision = c.flag("--decision-only")
+    if decision and evidence:
         c.refuse.append("--evidence with --decision-only")
+    if c.flag("--verbose") and decision:
+        c.refuse.append("--verbose with --decision-only")
     if no_provenance:
         c.argv.append("--no-provenance")
     if c.hostile():

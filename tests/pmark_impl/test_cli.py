@@ -111,10 +111,8 @@ def test_generate_then_detect(tmp_path, capsys, fakes, keyfile, mode):
     text = out.read_text(encoding="utf-8")
     assert text.endswith("\n") and text.count(".") == 12
     assert fakes["encoder"] == ["fake-encoder"]  # the key's encoder by default
-    assert (
-        cli.main(["detect", "--key", key_path, "--mode", mode, "--prompt", "Once upon a time.", str(out)])
-        == 0
-    )
+    detect = ["detect", "--key", key_path, "--mode", mode, "--prompt", "Once upon a time.", "--verbose"]
+    assert cli.main([*detect, str(out)]) == 0  # --verbose: the test's n_bits
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["verdict"] == "watermarked" and verdict["p_value"] <= 0.01 and verdict["n_bits"] == 48
     # Same key and seed to stdout: the same text.
@@ -286,10 +284,8 @@ def test_cli_with_the_tiny_lm_and_minilm(tmp_path, capsys, monkeypatch, tiny_lm,
     assert capsys.readouterr().out == first and first.strip()
     text = tmp_path / "t.txt"
     text.write_text(first, encoding="utf-8")
-    assert (
-        cli.main(["detect", "--key", str(key), "--mode", "online", "--prompt", "the cat sat.", str(text)])
-        == 0
-    )
+    detect = ["detect", "--key", str(key), "--mode", "online", "--prompt", "the cat sat.", "--verbose"]
+    assert cli.main([*detect, str(text)]) == 0  # --verbose: the test's n_bits
     doc = json.loads(capsys.readouterr().out)
     assert 0 < doc["p_value"] <= 1 and doc["n_bits"] == 4 * doc["n_sentences"]
 

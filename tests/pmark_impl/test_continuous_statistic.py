@@ -207,7 +207,7 @@ def test_cli_detect_follows_a_null_channels_record_and_refuses_channels(world, t
     )
     assert json.loads(Path(out + ".pmark.json").read_text())["channels"] is None
     capsys.readouterr()
-    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, out]) == 0
+    assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--verbose", out]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["mode"] == "expmin" and verdict["test"] == "gamma_race"
     assert cli.main(["detect", "--key", keyfile, "--scheme", SPEC, "--channels", "2", out]) == 2

@@ -178,7 +178,8 @@ def test_cli_decision_only_prints_the_decision_alone(tmp_path, capsys, fakes):
         out, err = capsys.readouterr()
         doc = json.loads(out)
         _assert_decision_only(doc, 0.01, detected)
-        assert cli.main(["detect", "--key", key_path, str(path)]) == 0
+        # --verbose: the total level's figures
+        assert cli.main(["detect", "--key", key_path, "--verbose", str(path)]) == 0
         default = json.loads(capsys.readouterr().out)
         assert default["verdict"] == ("watermarked" if detected else "no watermark detected")
         assert repr(default["p_value"]) not in out + err  # neither stdout nor stderr carries the figures
@@ -205,4 +206,7 @@ def test_cli_decision_only_and_evidence_are_refused_together(tmp_path, capsys, f
     assert cli.main(["detect", "--key", key_path, "--evidence", "--decision-only", str(text)]) == 2
     out, err = capsys.readouterr()
     assert not out and len(err.strip().splitlines()) == 1 and "either --evidence or --decision-only" in err
+    assert cli.main(["detect", "--key", key_path, "--verbose", "--decision-only", str(text)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and len(err.strip().splitlines()) == 1 and "either --verbose or --decision-only" in err
     assert fakes == {"encoder": [], "sampler": []}  # before any model loads

@@ -183,7 +183,7 @@ def keyfile(tmp_path):
 
 
 def _detect_cli(capsys, key_path, text, *flags):
-    rc = cli.main(["detect", "--key", key_path, *flags, str(text)])
+    rc = cli.main(["detect", "--key", key_path, "--verbose", *flags, str(text)])  # --verbose: the settings
     cap = capsys.readouterr()
     return rc, (json.loads(cap.out) if rc == 0 else None), cap.err
 

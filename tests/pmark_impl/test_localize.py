@@ -166,8 +166,11 @@ def test_cli_localize_prints_segments_and_refuses_before_loading(tmp_path, capsy
     text = tmp_path / "doc.txt"
     text.write_text(" ".join(pasted[0]))
     assert cli.main(["detect", "--key", key_path, "--localize", str(text)]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert cli.main(["detect", "--key", key_path, "--localize", "--verbose", str(text)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["segments"] and doc["segments"][0]["key_position"] == 0
+    assert plain["segments"] == doc["segments"]  # the default record keeps them
     assert doc["statistics"]["localization"]["detected"] is True
     assert cli.main(["detect", "--key", key_path, "--localize", "--decision-only", str(text)]) == 0
     assert "segments" not in json.loads(capsys.readouterr().out)

@@ -62,7 +62,7 @@ def _generate(tmp_path, key_path, *flags, out="text.txt", sentences=6):
 
 
 def _detect(capsys, key_path, text, *flags):
-    rc = cli.main(["detect", "--key", key_path, *flags, str(text)])
+    rc = cli.main(["detect", "--key", key_path, "--verbose", *flags, str(text)])  # --verbose: mode, settings
     cap = capsys.readouterr()
     return rc, (json.loads(cap.out) if rc == 0 else None), cap.err
 

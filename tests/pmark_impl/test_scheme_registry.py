@@ -242,7 +242,8 @@ def test_detect_refuses_what_it_would_ignore_or_crash_on(semstamp_text, capsys, 
 def test_detect_accepts_flags_that_repeat_the_record(semstamp_text, capsys):
     keyfile, out = semstamp_text
     capsys.readouterr()
-    assert cli.main(["detect", "--key", keyfile, "--gamma", "0.25", "--set", "lsh_dim=3", out]) == 0
+    argv = ["detect", "--key", keyfile, "--gamma", "0.25", "--set", "lsh_dim=3", "--verbose", out]
+    assert cli.main(argv) == 0
     assert json.loads(capsys.readouterr().out)["mode"] == "semstamp"
 
 

@@ -83,6 +83,7 @@ def test_the_secret_never_leaves_the_key_file(tmp_path, capsys, caplog, fakes):
     texts["provenance-file"] = (tmp_path / "wm.txt.pmark.json").read_text()
     extras = (
         [],
+        ["--verbose"],
         ["--evidence"],
         ["--no-provenance", "--mode", "online", "--n", "8"],
         ["--no-provenance", "--mode", "semstamp"],
