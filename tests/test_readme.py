@@ -17,49 +17,27 @@ the tiny-LM run of the real-model block and that block verbatim.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests._doc_blocks import ROOT, Block, command_lines, parse_blocks, run_bash, run_python, skip_marker
+from tests._doc_blocks import env as _env
+from tests._doc_blocks import workdir as _workdir
+
 README = ROOT / "README.md"
-VENV_BIN = Path(sys.executable).parent
 
-_SKIP = re.compile(r"<!-- readme-test: skip \((?P<reason>.*?)\) -->")
-_BLOCK = re.compile(
-    r"(?:^<!-- readme-test: skip \((?P<reason>.*?)\) -->\n)?^```(?P<lang>\w*)\n(?P<code>.*?)^```$",
-    re.S | re.M,
-)
-
-
-@dataclass(frozen=True)
-class Block:
-    """One fenced code block of the README."""
-
-    lang: str
-    code: str
-    line: int
-    skip: str | None  # the reason, for a block marked skip
-
-    @property
-    def first_line(self) -> str:
-        return self.code.splitlines()[0]
+_SKIP = skip_marker()
 
 
 def readme_blocks(text: str | None = None) -> list[Block]:
     """The fenced blocks of the README (or of ``text``), with their skip markers."""
-    text = README.read_text(encoding="utf-8") if text is None else text
-    return [
-        Block(m["lang"], m["code"], text.count("\n", 0, m.start("code")) + 1, m["reason"])
-        for m in _BLOCK.finditer(text)
-    ]
+    return parse_blocks(README.read_text(encoding="utf-8") if text is None else text)
 
 
 BLOCKS = readme_blocks()
@@ -69,19 +47,6 @@ SKIPPED = {
     ".venv/bin/pmark keygen --out my.key": "test_real_model_block_on_the_tiny_lm / test_real_model_block_verbatim",
     "bash run.sh evaluate": "tests/pmark_impl/test_evaluate.py (the same CLI on the tiny LM, with torchrun)",
 }
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false", TQDM_DISABLE="1")
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def _workdir(tmp_path: Path) -> Path:
-    """A temporary folder whose ``.venv`` is the repository's environment."""
-    (tmp_path / ".venv").symlink_to(VENV_BIN.parent, target_is_directory=True)
-    return tmp_path
 
 
 def _ids(block: Block) -> str:
@@ -121,14 +86,7 @@ def test_readme_points_inside_the_repository():
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.lang == "python" and b.skip is None], ids=_ids)
 def test_python_block(block, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-c", block.code],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_python(block.code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -167,10 +125,9 @@ def _bash_lines() -> list:
     for block in BLOCKS:
         if block.lang != "bash" or block.skip is not None:
             continue
-        for k, line in enumerate(block.code.splitlines()):
-            if line.strip() and not line.lstrip().startswith("#"):
-                marks = [pytest.mark.slow] if _SLOW_LINE.search(line) else []
-                out.append(pytest.param(line, marks=marks, id=f"line{block.line + k}"))
+        for number, line in command_lines(block):
+            marks = [pytest.mark.slow] if _SLOW_LINE.search(line) else []
+            out.append(pytest.param(line, marks=marks, id=f"line{number}"))
     return out
 
 
@@ -179,14 +136,7 @@ def test_bash_line(line, tmp_path):
     """Each command of the runnable bash blocks, verbatim, from a temporary folder."""
     workdir = _workdir(tmp_path)
     _reader_files(workdir)
-    proc = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", line],
-        cwd=workdir,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_bash(line, workdir)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
     for out in re.findall(r"--out (\S+)", line):
         assert (workdir / out).exists(), f"{out} was not written"
@@ -258,13 +208,6 @@ def test_real_model_block_on_the_tiny_lm(tmp_path):
 def test_real_model_block_verbatim(tmp_path):
     """The real-model block as written, on SmolLM2 (several minutes on 2 cores)."""
     block = _real_model_block()
-    proc = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block.code],
-        cwd=_workdir(tmp_path),
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
+    proc = run_bash(block.code, _workdir(tmp_path), timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert '"p_value"' in proc.stdout
