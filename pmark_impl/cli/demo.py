@@ -44,6 +44,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
         help="real-model demo: a watermarked and an unwatermarked text from the default models, detected",
+        description="Load SmolLM2-135M-Instruct and MiniLM, write a watermarked text (offline PMark) and an "
+        "unwatermarked one from the same model, and detect both. With the defaults: "
+        "measured 0:58 wall, 1:33 CPU on 2 AMD EPYC cores (load 1.7).",
     )
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt")
     p.add_argument(
