@@ -65,7 +65,14 @@ def run_demo(
     t_load = time.perf_counter() - t0
 
     def progress(step: Any) -> None:
-        print(f"  sentence {step.position + 1}: {step.n_candidates_sampled} candidates", file=log, flush=True)
+        done, spent = step.position + 1, time.perf_counter() - t1
+        left = spent / done * (n_sentences - done)  # the average so far: it moves with this machine's load
+        eta = f", about {left:.0f} s left" if done < n_sentences else ""
+        print(
+            f"  sentence {done}/{n_sentences}: {step.n_candidates_sampled} candidates ({spent:.0f} s{eta})",
+            file=log,
+            flush=True,
+        )
 
     print(
         f"pmark demo: watermarking (offline PMark, b = {channels}, N = {n_candidates}) …",

@@ -23,7 +23,7 @@ from typing import Any
 
 from pmark_impl._limits import MAX_CANDIDATES
 from pmark_impl.audit import LIMITS, MAX_TIMEOUT, REPORT_KIND
-from pmark_impl.cli import models
+from pmark_impl.cli import models, progress
 from pmark_impl.cli.files import CLIError
 from pmark_impl.cli.options import float_type, int_type, one_line
 
@@ -116,7 +116,7 @@ def add_parser(sub: Any) -> None:
         "--set", action="append", default=None, metavar="NAME=VALUE", help="scheme targets: a scheme setting"
     )
     p.add_argument("--force", action="store_true", help="replace a complete audit report in --out")
-    p.add_argument("--no-progress", action="store_true", help="no progress line on stderr")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     p.set_defaults(func=cmd_audit)
 
 
@@ -188,7 +188,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.set:
         options["settings"] = parse_set(args.set)
     options["timeout"] = args.timeout
-    progress = None if args.no_progress else _progress()
+    bars = None if args.no_progress else _PartBars(part_totals(config, exact=args.lm is None))
     try:
         try:
             doc = audit_to_folder(
@@ -199,11 +199,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 force=args.force,
                 documents=documents,
                 options=options,
-                progress=progress,
+                progress=bars,
             )
         finally:
-            if progress is not None:  # end the progress line (the child wrote it) before any message
-                sys.stderr.write("\n")
+            if bars is not None:  # the last part's bar ends before any message
+                bars.close()
     except (ValueError, OSError, KeyboardInterrupt, CLIError):  # the target's or the user's: 2 / 130
         raise
     except Exception as exc:
@@ -227,12 +227,45 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0 if doc["passed"] else 1
 
 
-def _progress() -> Any:
-    done: dict[str, int] = {}
+#: What one unit of each audited part is (its bar's unit).
+PART_UNITS = {"distortion": "sample", "null": "key", "power": "text", "leakage": "query"}
 
-    def tick(part: str, k: int) -> None:
-        done[part] = done.get(part, 0) + k
-        sys.stderr.write(f"\rpmark audit: {part} {done[part]}   ")
-        sys.stderr.flush()
 
-    return tick
+def part_totals(config: Any, exact: bool) -> dict[str, int]:
+    """The units of work of each part of an audit with ``config`` (what its ``progress(part, k)`` calls add up
+    to; ``exact``: the tiny LM's world, whose distortion part draws every sample; a real LM's draws at most 400).
+    The leakage part counts queries in steps of 64, at most its largest budget (fewer when the corpus is short:
+    its bar then closes early)."""
+    samples = config.distortion_samples if exact else min(config.distortion_samples, 400)
+    return {
+        "distortion": samples,
+        "null": config.keys * len(config.sources),
+        "power": config.power_keys * config.power_texts,
+        "leakage": max(config.leakage_queries) // 64 * 64,
+    }
+
+
+class _PartBars:
+    """One progress bar per audited part (:func:`pmark_impl.cli.progress.bar`: an ETA that moves), opened at the
+    part's first unit and closed when the next part starts or the audit ends; called as ``progress(part, k)``."""
+
+    def __init__(self, totals: dict[str, int]) -> None:
+        self.totals, self.part, self.bar = totals, "", None
+
+    def __call__(self, part: str, k: int) -> None:
+        if part != self.part:
+            self.close()
+            self.part = part
+            self.bar = progress.bar(
+                self.totals.get(part) or None,
+                f"pmark audit: {part}",
+                PART_UNITS.get(part, "unit"),
+                leave=True,
+            )
+        assert self.bar is not None
+        self.bar.update(k)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None

@@ -216,6 +216,15 @@ def test_a_folder_path_caches_the_parts_and_a_rerun_resumes_with_progress_here(t
     assert {p for p, _ in ticks} >= {"distortion", "null", "power"} and sum(
         k for p, k in ticks if p == "power"
     ) == 2
+    # pmark audit's bars are sized by part_totals: the ticks of each part add up to it (issue 38)
+    from pmark_impl.cli.audit import part_totals
+
+    done = {part: sum(k for p, k in ticks if p == part) for part in {p for p, _ in ticks}}
+    totals = part_totals(TINY, exact=True)
+    assert {p: done.get(p, 0) for p in ("distortion", "null", "power")} == {
+        p: totals[p] for p in ("distortion", "null", "power")
+    }
+    assert done.get("leakage", 0) <= totals["leakage"]
     ticks.clear()
     again = testing.audit(
         "fold_tgt:make",

@@ -230,3 +230,21 @@ def test_pmark_check_runner_leaves_no_ticker(monkeypatch):
     finally:
         pc.unregister_check("TOYP")
     assert rec["passed"] and not _tickers()
+
+
+def test_pmark_audit_bars_one_per_part_each_to_its_total(monkeypatch, capsys):
+    """``pmark audit``'s progress: a bar per part, opened at its first tick and closed at the next part's (the
+    totals are checked against a real audit's ticks in tests/audit/test_issue36_checks.py)."""
+    from pmark_impl.cli.audit import _PartBars
+
+    monkeypatch.setenv("PMARK_PROGRESS", "1")
+    bars = _PartBars({"distortion": 3, "null": 2})
+    for part, k in [("distortion", 1), ("distortion", 2), ("null", 1), ("null", 1), ("leakage", 64)]:
+        bars(part, k)
+    bars.close()
+    bars.close()  # idempotent
+    err = capsys.readouterr().err
+    assert "pmark audit: distortion: 100%" in err and "3/3 " in err, err
+    assert "pmark audit: null: 100%" in err and "2/2 " in err, err
+    assert "pmark audit: leakage: 64query" in err, err  # no total known: a count
+    assert not _tickers()
