@@ -75,6 +75,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
             raise CLIError(
                 "--count-queries counts the queries answered with a key; SimMark detection uses none (E20)"
             )
+        if getattr(args, "verbose", False):
+            raise CLIError(
+                "--verbose applies to keyed detection; SimMark detection (no key) prints its whole record already"
+            )
         return run_detect_simmark(args)  # --decision-only is honoured there
     key = load_key(args.key, allow_insecure=args.allow_insecure_key)
     resolve_channels(key, args.channels)
@@ -122,9 +126,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
         record = {"reading": plain_reading(result), **record}
     if counter is not None:  # counted before printing: every answer printed is counted
         record["query_counter"] = _count(counter, key, level)
+    scheme = get_scheme(s["mode"])
     if level == "total" and not getattr(args, "verbose", False):  # a subset of the total level (issue 38)
-        record = plain_record(record, result)
-    note = uncalibrated_note(get_scheme(s["mode"]), result)
+        record = plain_record(record, result, scheme.name)
+    note = uncalibrated_note(scheme, result)
     if note:
         print(f"pmark detect: note: {note}", file=sys.stderr)
     sys.stdout.write(record_json(record) + "\n")
