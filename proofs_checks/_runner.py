@@ -20,7 +20,7 @@ from typing import Any
 
 from pmark_theory.infra.json import loads_strict
 from pmark_theory.infra.owned import OwnedFolder
-from pmark_theory.infra.ticker import Ticker
+from pmark_theory.infra.ticker import Ticker, progress_shown, try_redraw
 from proofs_checks._io import json_bytes, report_folder, to_jsonable, write_owned
 from proofs_checks._registry import Budget, Check, check_key
 
@@ -145,8 +145,10 @@ def run_checks(
             file=sys.stderr,
             dynamic_ncols=True,
             smoothing=0,
+            disable=not progress_shown(),  # a terminal or PMARK_PROGRESS=1, as every pmark command
         )
-        ticker = Ticker(bar.refresh).start() if not bar.disable else None
+        if not bar.disable:  # a redraw never blocks: it is skipped while the bar is busy
+            ticker = Ticker(lambda: try_redraw(bar)).start()
     try:
         return _run_all(checks, seed, budget, folder, bar, progress)
     finally:

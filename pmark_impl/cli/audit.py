@@ -170,7 +170,12 @@ def _env(args: argparse.Namespace) -> Any:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """Run the audit; see the module docstring for the exit status."""
+    """Run the audit; see the module docstring for the exit status (``--no-progress``: no bar nor phase line)."""
+    with progress.hidden(args.no_progress):
+        return _audit(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
     from pmark_impl.audit import audit_to_folder, check_config
     from pmark_impl.cli.scheme_options import parse_set
 

@@ -131,7 +131,7 @@ def fit_nulls(
     for test in tests:
         options = {"scheme": scheme, "test": test, **settings}
         name = test or "default"
-        with phase(f"fitting the text-level null of {scheme.name}'s {name} test"):
+        with phase(f"fitting the text-level null of {scheme.name}'s {name} test") as fitting:
             bar = progress_bar(None, f"pmark calibrate: text-level null of {name}")
             bar.unit = "text"
             try:
@@ -148,6 +148,7 @@ def fit_nulls(
                 )
             except PMarkValueError as exc:
                 report[name] = {"fitted": False, "reason": str(exc)}
+                fitting.outcome = "not fitted"
                 continue
             finally:
                 bar.close()

@@ -352,8 +352,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             ctx, documents, args.out, identity, world=world, force=args.force, progress=bar
         )
     finally:
-        getattr(bar, "close", lambda: None)()
-        finish(world)
+        try:
+            getattr(bar, "close", lambda: None)()
+        finally:
+            finish(world)  # the ranks' shutdown runs even if closing the display fails
     if results is not None:
         print(
             f"pmark: evaluation report in {args.out}/report.md, its tables as CSV and LaTeX in {args.out}/tables/ "

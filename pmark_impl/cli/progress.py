@@ -13,33 +13,25 @@ clean unless asked). :func:`hidden` hides it for a block (``--quiet``).
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from tqdm import tqdm
 
-from pmark_theory.infra.ticker import Ticker
+from pmark_theory.infra.ticker import Ticker, progress_shown, try_redraw
 
-__all__ = ["StepBar", "TickingBar", "bar", "hidden", "phase", "shown"]
+__all__ = ["Phase", "StepBar", "TickingBar", "bar", "hidden", "phase", "shown"]
 
 _HIDDEN = [0]  # depth of the hidden() blocks around the current call
 
 
 def shown() -> bool:
-    """Whether progress is shown: ``PMARK_PROGRESS`` ``1`` / ``0``, else iff stderr is a terminal."""
-    if _HIDDEN[0]:
-        return False
-    env = os.environ.get("PMARK_PROGRESS", "")
-    if env in ("0", "1"):
-        return env == "1"
-    isatty = getattr(sys.stderr, "isatty", None)
-    try:
-        return bool(isatty and isatty())
-    except (OSError, ValueError):  # a closed or detached stream
-        return False
+    """Whether progress is shown: not inside :func:`hidden`, then ``PMARK_PROGRESS`` ``1`` / ``0``, else iff stderr
+    is a terminal (:func:`pmark_theory.infra.ticker.progress_shown`, the rule ``pmark check`` follows too)."""
+    return not _HIDDEN[0] and progress_shown()
 
 
 @contextlib.contextmanager
@@ -56,24 +48,33 @@ def _seconds(t0: float) -> str:
     return f"{time.perf_counter() - t0:.1f} s"
 
 
+class Phase:
+    """What :func:`phase` yields: set ``outcome`` (default ``"done"``) to say how the step ended, e.g.
+    ``"not fitted"`` for a step that ended without its result."""
+
+    outcome: str = "done"
+
+
 @contextlib.contextmanager
-def phase(text: str) -> Iterator[None]:
-    """Announce the step ``text`` on stderr: ``pmark: TEXT …`` now, ``pmark: TEXT: done in N s`` at the end.
+def phase(text: str) -> Iterator[Phase]:
+    """Announce the step ``text`` on stderr: ``pmark: TEXT …`` now, ``pmark: TEXT: done in N s`` at the end
+    (``done`` is the yielded :class:`Phase`'s ``outcome``).
 
     An exception is re-raised after ``pmark: TEXT: stopped after N s``. Nothing is printed when not
     :func:`shown`.
     """
+    step = Phase()
     if not shown():
-        yield
+        yield step
         return
     print(f"pmark: {text} …", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     try:
-        yield
+        yield step
     except BaseException:
         print(f"pmark: {text}: stopped after {_seconds(t0)}", file=sys.stderr, flush=True)
         raise
-    print(f"pmark: {text}: done in {_seconds(t0)}", file=sys.stderr, flush=True)
+    print(f"pmark: {text}: {step.outcome} in {_seconds(t0)}", file=sys.stderr, flush=True)
 
 
 class TickingBar(tqdm):
@@ -94,7 +95,7 @@ class TickingBar(tqdm):
 
     def _tick(self) -> None:
         if not self.disable:  # closed meanwhile
-            self.refresh()
+            try_redraw(self)  # never waits: a redraw is skipped while the bar is busy
 
     def close(self) -> None:
         """Stop the ticker, then close the bar (idempotent)."""
@@ -165,11 +166,13 @@ class StepBar:
             tick_interval=tick_interval,
         )
         self.label = ""
+        self._lock = threading.Lock()  # steps come from every text's thread (generate_many)
 
     def step(self) -> None:
-        """One step done (never past the total)."""
-        if self.bar.total is None or self.bar.n < self.bar.total:
-            self.bar.update(1)
+        """One step done (never past the total; safe from several threads)."""
+        with self._lock:
+            if self.bar.total is None or self.bar.n < self.bar.total:
+                self.bar.update(1)
 
     def stage(self, label: str, stage: str) -> None:
         """Show ``label: stage`` after the bar (e.g. ``offline-N16-b4: generating``)."""
@@ -182,7 +185,8 @@ class StepBar:
         """``done`` of ``total`` units finished (``run_evaluation``'s ``progress`` callback); closes at the end."""
         if done == total:
             self.stage(label, "done")
-        self.bar.update(max(done * self.per_unit - self.bar.n, 0))
+        with self._lock:
+            self.bar.update(max(done * self.per_unit - self.bar.n, 0))
         if done == total:
             self.close()
 

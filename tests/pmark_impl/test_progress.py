@@ -215,7 +215,8 @@ def test_a_stalled_bar_keeps_counting_time(monkeypatch, capsys):
     assert "00:10<01:30" in seen and "01:05<09:45" in seen, seen
 
 
-def test_pmark_check_runner_leaves_no_ticker(monkeypatch):
+@pytest.mark.parametrize("shown", ["1", "0"])
+def test_pmark_check_runner_follows_pmark_progress_and_leaves_no_ticker(monkeypatch, capsys, shown):
     import proofs_checks as pc
 
     def fn(key, budget):
@@ -224,12 +225,44 @@ def test_pmark_check_runner_leaves_no_ticker(monkeypatch):
             control=pc.Control("toy control", "-", failed=True), plot_data=None,
         )  # fmt: skip
 
+    monkeypatch.setenv("PMARK_PROGRESS", shown)
     pc.register_check("TOYP", claim="c", paper_says="p", expected="confirmed")(fn)
     try:
         (rec,) = pc.run_checks(pc.get_checks(["TOYP"]), progress=True)
     finally:
         pc.unregister_check("TOYP")
     assert rec["passed"] and not _tickers()
+    assert ("pmark check" in capsys.readouterr().err) == (shown == "1")  # a log gets no bar unless asked
+
+
+def test_a_tick_never_waits_for_a_busy_bar(monkeypatch, capsys):
+    """A bar whose lock stays held (tqdm releases it without try/finally, so a Ctrl-C inside a redraw leaves it
+    held) must not block the ticker: it skips the redraw, and stopping it returns at once."""
+    monkeypatch.setenv("PMARK_PROGRESS", "1")
+    bar = progress.bar(5, "busy", "sentence", tick_interval=0.005)
+    bar._lock.acquire()
+    try:
+        time.sleep(0.05)  # ~10 ticks, each skipped
+        t0 = time.monotonic()
+        bar.ticker.stop()
+        assert not bar.ticker.alive and time.monotonic() - t0 < 1.0
+    finally:
+        bar._lock.release()
+    bar.close()
+    assert not _tickers()
+
+
+def test_the_sentence_bar_counts_from_many_threads(monkeypatch, capsys):
+    """generate_many steps the bar from every text's thread: no step is lost and the total is never passed."""
+    monkeypatch.setenv("PMARK_PROGRESS", "1")
+    step = progress.StepBar(4, 50, "t", tick_interval=0.01)  # 200 steps at most
+    workers = [threading.Thread(target=lambda: [step.step() for _ in range(60)]) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert step.bar.n == 200  # 240 steps offered, capped at the total, none lost below it
+    step.close()
 
 
 def test_pmark_audit_bars_one_per_part_each_to_its_total(monkeypatch, capsys):
@@ -248,3 +281,34 @@ def test_pmark_audit_bars_one_per_part_each_to_its_total(monkeypatch, capsys):
     assert "pmark audit: null: 100%" in err and "2/2 " in err, err
     assert "pmark audit: leakage: 64query" in err, err  # no total known: a count
     assert not _tickers()
+
+
+def test_try_redraw_takes_no_lock_it_keeps():
+    """tqdm's ``refresh(lock_args=(False,))`` returned holding its default lock (whose ``acquire`` returns None),
+    which hung the next update; ``try_redraw`` redraws only with every lock free and always releases them."""
+    from pmark_theory.infra.ticker import try_redraw
+
+    class Bar:
+        def __init__(self) -> None:
+            self._lock = type("L", (), {"locks": [threading.Lock(), threading.Lock()]})()
+            self.redraws = 0
+
+        def refresh(self, nolock: bool = False) -> None:
+            assert nolock and all(lk.locked() for lk in self._lock.locks)
+            self.redraws += 1
+
+    bar = Bar()
+    assert try_redraw(bar) and bar.redraws == 1
+    assert not any(lk.locked() for lk in bar._lock.locks)
+    bar._lock.locks[1].acquire()  # busy (held elsewhere): skipped, and the first lock is given back
+    assert not try_redraw(bar) and bar.redraws == 1
+    assert not bar._lock.locks[0].locked()
+    bar._lock.locks[1].release()
+    assert not try_redraw(object())  # a bar without tqdm's lock list: never waited on
+    real = progress.bar(3, "real", "sentence")
+    try:
+        assert try_redraw(real) in (True, False) and all(lk.acquire(False) for lk in real._lock.locks)
+    finally:
+        for lk in reversed(real._lock.locks):
+            lk.release()
+        real.close()
