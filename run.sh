@@ -5,7 +5,7 @@
 #   bash run.sh test  [ARGS...]   lint + format check + the fast test suite (what CI runs)
 #   bash run.sh evaluate [ARGS...]   a small `pmark evaluate` on the shipped models and prompts (report in
 #                                 ./pmark-evaluation;
-#                                 measured 4:55 wall, 8:28 CPU on 2 AMD EPYC cores (load 1.7)); ARGS override the defaults
+#                                 measured 4:55 wall, 8:28 CPU on 2 AMD EPYC cores (load 1.7 at start)); ARGS override the defaults
 #   bash run.sh bench [--quick] [NAME...]   the benchmarks (JSON in benchmarks/results/, quick runs in results/quick/;
 #                                 `bash run.sh bench --table` regenerates the README table)
 # The virtual environment .venv is created if missing and (re)installed when pyproject.toml changes.

@@ -2,8 +2,8 @@
 
 Each command runs as a child process in a fresh temporary folder (the repository's ``.venv``, no cached report),
 and is recorded with its wall time, its CPU time (user + system of the child and everything it started: the figure
-that does not depend on how busy the machine is), the load average over the run, and the machine (CPU model,
-cores). The README and the commands' ``--help`` state these figures through :func:`phrase`;
+that does not depend on how busy the machine is), the load average at its start and end, and the machine (CPU
+model, cores). The README and the commands' ``--help`` state these figures through :func:`phrase`;
 ``tests/test_readme_timings.py`` fails when they drift from ``benchmarks/results/studies/timings.json``.
 
 Wall time scales with load; on a machine with ``c`` free cores, expect roughly ``cpu / min(c, used)`` where
@@ -76,6 +76,7 @@ def measure(name: str) -> dict[str, Any]:
         "cpu_s": round(cpu, 1),
         "load_1min": [round(load0, 2), round(os.getloadavg()[0], 2)],
         "returncode": proc.returncode,
+        "machine": machine(),  # per command: a partial re-measurement on another machine keeps each one's own
         **({} if proc.returncode == 0 else {"stderr_tail": proc.stderr[-2000:]}),
     }
 
@@ -90,15 +91,16 @@ def clock(seconds: float) -> str:
 def phrase(name: str, results: dict[str, Any] | None = None) -> str:
     """How the README and ``--help`` state command ``name``'s time: wall and CPU time with the machine.
 
-    E.g. ``"measured 1:16 wall, 1:34 CPU on 2 AMD EPYC cores (load 1.4)"``: the load is the larger 1-minute load
-    average at the start and the end of the run.
+    E.g. ``"measured 1:16 wall, 1:34 CPU on 2 AMD EPYC cores (load 0.8 at start)"``: the machine the command was
+    measured on, and the 1-minute load average when it started (what else was running; the command's own load
+    is in its CPU time).
     """
     results = load() if results is None else results
-    rec, host = results["commands"][name], results["machine"]
-    busy = max(rec["load_1min"])
+    rec = results["commands"][name]
+    host = rec["machine"]
     return (
         f"measured {clock(rec['wall_s'])} wall, {clock(rec['cpu_s'])} CPU on {host['cores']} {host['cpu']} cores "
-        f"(load {busy:.1f})"
+        f"(load {rec['load_1min'][0]:.1f} at start)"
     )
 
 
@@ -116,7 +118,6 @@ def main(names: list[str]) -> int:
         )
         return 2
     results = load() if RESULTS.exists() else {"commands": {}}
-    results["machine"] = machine()
     for name in names or list(COMMANDS):
         print(f"measure_timings: {name} …", file=sys.stderr, flush=True)
         rec = measure(name)

@@ -70,14 +70,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Verify, refute or correct every formal claim of the PMark paper; write a report directory "
         "(report.md, results.json, figures/). Exit code 0 when every check reaches its expected verdict and "
         "every negative control fails, 1 otherwise, 2 on a usage error. The whole run: "
-        "measured 5:52 wall, 7:03 CPU on 2 AMD EPYC cores (load 1.7); "
+        "measured 5:52 wall, 7:03 CPU on 2 AMD EPYC cores (load 1.7 at start); "
         "the bar's ETA measures this machine (benchmarks/measure_timings.py).",
     )
     p.add_argument(
         "--quick",
         action="store_true",
         help="small Monte Carlo sizes (the whole run: "
-        "measured 1:16 wall, 1:34 CPU on 2 AMD EPYC cores (load 1.4))",
+        "measured 1:16 wall, 1:34 CPU on 2 AMD EPYC cores (load 0.8 at start))",
     )
     p.add_argument(
         "--budget",

@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
         help="real-model demo: a watermarked and an unwatermarked text from the default models, detected",
         description="Load SmolLM2-135M-Instruct and MiniLM, write a watermarked text (offline PMark) and an "
         "unwatermarked one from the same model, and detect both. With the defaults: "
-        "measured 0:58 wall, 1:33 CPU on 2 AMD EPYC cores (load 1.7).",
+        "measured 0:58 wall, 1:33 CPU on 2 AMD EPYC cores (load 1.4 at start).",
     )
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help="the prompt")
     p.add_argument(

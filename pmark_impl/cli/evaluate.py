@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
         description="The paper's experiments on a prompt set, into a resumable report folder (docs/evaluate.md). "
         "Time grows with documents x sentences x schemes x candidates: the small run of `bash run.sh evaluate` "
         "(3 prompts x 4 sentences; online, offline and none; one attack): "
-        "measured 4:55 wall, 8:28 CPU on 2 AMD EPYC cores (load 1.7); "
+        "measured 4:55 wall, 8:28 CPU on 2 AMD EPYC cores (load 1.7 at start); "
         "the bar counts sentences and its ETA measures this machine.",
     )
     g = p.add_argument_group("prompts")
