@@ -1,0 +1,95 @@
+"""Where generation time goes, from the throughput benchmark's own engine counters (issue 40).
+
+``benchmarks/bench_throughput.py`` records, for each batched run, the engine's timers (``DecodeEngine.stats``:
+``forward_s`` — the model's decode passes, ``prefill_s`` — context prefills, ``sample_s`` — the filtered law's
+inverse CDF over every live row with its per-row uniforms, ``run_s`` — the engine's whole loop) beside the run's
+wall time. This module splits each run's wall time into
+
+* **forward** and **prefill** (the model),
+* **sampling** (``sample_s``),
+* **engine Python** (``run_s`` minus the three above: per-row sentence-boundary checks, slot bookkeeping, refills),
+* **outside the engine** (wall minus ``run_s``: the schemes' logic between engine calls and the sentence encoder;
+  the benchmark generates and does not detect),
+
+and renders the table that ``docs/throughput.md`` holds between its ``profile`` markers;
+``tests/test_throughput_profile.py`` fails when the two differ.
+
+    .venv/bin/python -m benchmarks.throughput_profile           # print the table
+    .venv/bin/python -m benchmarks.throughput_profile --write   # rewrite it in docs/throughput.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
+DOC = ROOT / "docs" / "throughput.md"
+START, END = "<!-- profile:start (benchmarks/throughput_profile.py) -->", "<!-- profile:end -->"
+PARTS = ("forward", "prefill", "sampling", "engine Python", "outside the engine")
+
+
+def split(run: dict[str, Any]) -> dict[str, float]:
+    """One run's wall seconds split into :data:`PARTS` (seconds; they add up to the wall time)."""
+    e, wall = run["engine"], float(run["batched"]["seconds"])
+    model = {"forward": e["forward_s"], "prefill": e["prefill_s"], "sampling": e["sample_s"]}
+    return {
+        **model,
+        "engine Python": e["run_s"] - sum(model.values()),
+        "outside the engine": wall - e["run_s"],
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    """The markdown table of every run's split, in percent of its wall time, with the setting it was measured in."""
+    head = f"| run | wall (s) | {' | '.join(PARTS)} |"
+    lines = [head, "|" + "---|" * (len(PARTS) + 2)]
+    for name, run in results["runs"].items():
+        parts, wall = split(run), float(run["batched"]["seconds"])
+        cells = " | ".join(f"{100 * parts[p] / wall:.1f}%" for p in PARTS)
+        lines.append(f"| {name} | {wall:.1f} | {cells} |")
+    load = ", ".join(f"{x:.2f}" for x in results.get("load_average", []))
+    lines.append("")
+    lines.append(
+        f"Measured {results['date']} on "
+        + (
+            f"{results['machine']['cpus']} CPU cores"
+            if results["device"] == "cpu"
+            else str(results["device"])
+        )
+        + f", {results['model']}, {results['texts_per_batch']} texts per batch, load average {load} "
+        "(`benchmarks/results/throughput.json`)."
+    )
+    return "\n".join(lines)
+
+
+def block(results: dict[str, Any] | None = None) -> str:
+    """The marked block of ``docs/throughput.md``."""
+    results = json.loads(RESULTS.read_text(encoding="utf-8")) if results is None else results
+    return f"{START}\n{table(results)}\n{END}"
+
+
+def current() -> str:
+    """The marked block as ``docs/throughput.md`` holds it now."""
+    text = DOC.read_text(encoding="utf-8")
+    return text[text.index(START) : text.index(END) + len(END)]
+
+
+def main(argv: list[str]) -> int:
+    """Print the table, or with ``--write`` put it in ``docs/throughput.md`` (between the markers)."""
+    if argv == ["--write"]:
+        text = DOC.read_text(encoding="utf-8")
+        DOC.write_text(text.replace(current(), block()), encoding="utf-8")
+        return 0
+    if argv:
+        print("usage: python -m benchmarks.throughput_profile [--write]", file=sys.stderr)
+        return 2
+    print(block())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
