@@ -11,7 +11,8 @@ wall time. This module splits each run's wall time into
 * **outside the engine** (wall minus ``run_s``: the schemes' logic between engine calls and the sentence encoder;
   the benchmark generates and does not detect),
 
-and renders the table that ``docs/throughput.md`` holds between its ``profile`` markers;
+and renders the tables that ``docs/throughput.md`` holds between its ``profile`` markers (SmolLM2 from the
+throughput benchmark; the tiny LM from ``benchmarks/study_engine_ceiling.py``);
 ``tests/test_throughput_profile.py`` fails when the two differ.
 
     .venv/bin/python -m benchmarks.throughput_profile           # print the table
@@ -27,6 +28,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
+#: The engine's own ceiling: the same split on the tiny LM, whose forward pass is nearly free
+#: (``benchmarks/study_engine_ceiling.py``).
+CEILING = ROOT / "benchmarks" / "results" / "studies" / "engine_ceiling.json"
+SOURCES = {"SmolLM2-135M": RESULTS, "the tiny LM (the engine's ceiling)": CEILING}
 DOC = ROOT / "docs" / "throughput.md"
 START, END = "<!-- profile:start (benchmarks/throughput_profile.py) -->", "<!-- profile:end -->"
 PARTS = ("forward", "prefill", "sampling", "engine Python", "outside the engine")
@@ -43,7 +48,7 @@ def split(run: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def table(results: dict[str, Any]) -> str:
+def table(results: dict[str, Any], source: Any = "benchmarks/results/throughput.json") -> str:
     """The markdown table of every run's split, in percent of its wall time, with the setting it was measured in."""
     head = f"| run | wall (s) | {' | '.join(PARTS)} |"
     lines = [head, "|" + "---|" * (len(PARTS) + 2)]
@@ -61,15 +66,20 @@ def table(results: dict[str, Any]) -> str:
             else str(results["device"])
         )
         + f", {results['model']}, {results['texts_per_batch']} texts per batch, load average {load} "
-        "(`benchmarks/results/throughput.json`)."
+        f"(`{source}`)."
     )
     return "\n".join(lines)
 
 
-def block(results: dict[str, Any] | None = None) -> str:
-    """The marked block of ``docs/throughput.md``."""
-    results = json.loads(RESULTS.read_text(encoding="utf-8")) if results is None else results
-    return f"{START}\n{table(results)}\n{END}"
+def block(results: dict[str, dict[str, Any]] | None = None) -> str:
+    """The marked block of ``docs/throughput.md``: one table per source (default: :data:`SOURCES`, read)."""
+    if results is None:
+        results = {name: json.loads(path.read_text(encoding="utf-8")) for name, path in SOURCES.items()}
+    parts = []
+    for name, res in results.items():
+        source = SOURCES[name].relative_to(ROOT) if name in SOURCES else "given"
+        parts.append(f"**{name}**\n\n{table(res, source)}")
+    return f"{START}\n" + "\n\n".join(parts) + f"\n{END}"
 
 
 def current() -> str:
