@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pmark_impl.attacks import collect_params, parse_param_value, show
+from pmark_impl.cli import models, progress
 from pmark_impl.cli.files import check_paths, read_text
 from pmark_impl.cli.options import SEED
 from pmark_impl.cli.owned_files import check_outputs_replaceable, write_text_and_record
@@ -108,9 +109,12 @@ def cmd_attack(args: argparse.Namespace) -> int:
         params[key] = human
     record = None if record_in is None else load_provenance(record_in)  # before an attack's model loads
     stale = _stale_record(args, record_out)
-    attack = get_attack(args.name, **params)
+    models.quiet_model_loading()  # an attack may load a model (paraphrase: SmolLM2): no third-party bars
+    with models.quiet_gguf_conversion(), progress.phase(f"preparing the {args.name} attack", after=1.0):
+        attack = get_attack(args.name, **params)
     text = read_text(args.file)
-    attacked = attack(text, np.random.default_rng(args.seed))
+    with progress.phase(f"attacking the text ({args.name})", after=1.0):
+        attacked = attack(text, np.random.default_rng(args.seed))
     if args.out is None:
         print(attacked)
         if record is not None:

@@ -28,6 +28,7 @@ __all__ = [
     "load_encoder",
     "load_sampler",
     "progress_bar",
+    "quiet_gguf_conversion",
     "quiet_model_loading",
 ]
 

@@ -56,25 +56,48 @@ class Phase:
 
 
 @contextlib.contextmanager
-def phase(text: str) -> Iterator[Phase]:
+def phase(text: str, *, after: float = 0.0) -> Iterator[Phase]:
     """Announce the step ``text`` on stderr: ``pmark: TEXT …`` now, ``pmark: TEXT: done in N s`` at the end
     (``done`` is the yielded :class:`Phase`'s ``outcome``).
 
     An exception is re-raised after ``pmark: TEXT: stopped after N s``. Nothing is printed when not
-    :func:`shown`.
+    :func:`shown`. With ``after > 0`` nothing is printed for a step that ends within ``after`` seconds (a step
+    that is usually instant and sometimes long, e.g. an attack that may load a model): the first line is printed
+    by a timer once ``after`` seconds have passed, and the last only if the first was.
     """
     step = Phase()
     if not shown():
         yield step
         return
-    print(f"pmark: {text} …", file=sys.stderr, flush=True)
-    t0 = time.perf_counter()
+    t0, lock, started = time.perf_counter(), threading.Lock(), [False]
+
+    def announce() -> None:
+        with lock:
+            if not started[0]:
+                started[0] = True
+                print(f"pmark: {text} …", file=sys.stderr, flush=True)
+
+    timer = threading.Timer(after, announce) if after > 0 else None
+    if timer is None:
+        announce()
+    else:
+        timer.daemon = True
+        timer.start()
+
+    def end(line: str) -> None:
+        if timer is not None:
+            timer.cancel()
+        with lock:
+            started[0], was = True, started[0]  # a timer that fires now prints nothing
+            if was:
+                print(line, file=sys.stderr, flush=True)
+
     try:
         yield step
     except BaseException:
-        print(f"pmark: {text}: stopped after {_seconds(t0)}", file=sys.stderr, flush=True)
+        end(f"pmark: {text}: stopped after {_seconds(t0)}")
         raise
-    print(f"pmark: {text}: {step.outcome} in {_seconds(t0)}", file=sys.stderr, flush=True)
+    end(f"pmark: {text}: {step.outcome} in {_seconds(t0)}")
 
 
 class TickingBar(tqdm):

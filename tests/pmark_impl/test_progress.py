@@ -312,3 +312,21 @@ def test_try_redraw_takes_no_lock_it_keeps():
         for lk in reversed(real._lock.locks):
             lk.release()
         real.close()
+
+
+def test_a_phase_with_after_is_silent_when_quick_and_announced_when_long(monkeypatch, capsys):
+    """``phase(..., after=s)``: an instant step prints nothing; a step longer than ``s`` prints both lines (the
+    first from a timer once ``s`` has passed), and a failing long step says it stopped."""
+    monkeypatch.setenv("PMARK_PROGRESS", "1")
+    with progress.phase("instant", after=0.5):
+        pass
+    assert capsys.readouterr().err == ""
+    with progress.phase("long", after=0.02):
+        time.sleep(0.3)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "pmark: long …" and err[1].startswith("pmark: long: done in "), err
+    with pytest.raises(KeyError), progress.phase("failing late", after=0.02):
+        time.sleep(0.3)
+        raise KeyError("x")
+    err = capsys.readouterr().err
+    assert "pmark: failing late …" in err and "pmark: failing late: stopped after " in err, err
