@@ -218,6 +218,9 @@ def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, mod
     assert (out / "texts.jsonl").read_bytes() == (report / "texts.jsonl").read_bytes()
 
 
+# 21 s: slow suite (issue 38's budget); the default suite keeps the same bytes through the engine's texts
+# (test_engine.py: batched == one at a time for every scheme) and through torchrun below.
+@pytest.mark.slow
 def test_one_text_at_a_time_equals_batched(report, prompts, tmp_path, models):
     """``--batch-texts 1 --no-refill`` (no two texts share a forward pass, static batches) gives the report of the
     default (8 texts per batch, refill) byte for byte (issue 26: texts depend on key, seed and prompt only)."""
