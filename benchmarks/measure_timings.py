@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pmark_theory.infra.files import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "studies" / "timings.json"
 VENV = ROOT / ".venv" / "bin"
@@ -126,9 +128,8 @@ def main(names: list[str]) -> int:
             print(f"measure_timings: {name} failed (exit {rec['returncode']}); not stored", file=sys.stderr)
             return 1
         results["commands"][name] = rec
-        tmp = RESULTS.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, RESULTS)  # atomic: an interrupted run keeps the previous measurements
+        # atomic (the toolkit's writer): an interrupted run keeps the previous measurements
+        write_atomic(RESULTS, (json.dumps(results, indent=1) + "\n").encode(), force=True, what="timings")
     return 0
 
 

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pmark_theory.infra.files import write_atomic
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
 #: The engine's own ceiling: the same split on the tiny LM, whose forward pass is nearly free
@@ -92,7 +94,7 @@ def main(argv: list[str]) -> int:
     """Print the table, or with ``--write`` put it in ``docs/throughput.md`` (between the markers)."""
     if argv == ["--write"]:
         text = DOC.read_text(encoding="utf-8")
-        DOC.write_text(text.replace(current(), block()), encoding="utf-8")
+        write_atomic(DOC, text.replace(current(), block()).encode(), force=True, what="docs/throughput.md")
         return 0
     if argv:
         print("usage: python -m benchmarks.throughput_profile [--write]", file=sys.stderr)

@@ -119,8 +119,7 @@ def fit_nulls(
     alphas: Sequence[float] = (0.05, 0.01, 0.001),
 ) -> tuple[Any, dict[str, Any], list[str]]:
     """The key with a text-level null per test of ``scheme.calibration.null_tests``, the report and warnings."""
-    from pmark_impl.cli.models import progress_bar
-    from pmark_impl.cli.progress import phase
+    from pmark_impl.cli import progress
     from pmark_impl.detection import fit_text_null, measure_text_null
 
     report: dict[str, Any] = {}
@@ -131,9 +130,8 @@ def fit_nulls(
     for test in tests:
         options = {"scheme": scheme, "test": test, **settings}
         name = test or "default"
-        with phase(f"fitting the text-level null of {scheme.name}'s {name} test") as fitting:
-            bar = progress_bar(None, f"pmark calibrate: text-level null of {name}")
-            bar.unit = "text"
+        with progress.phase(f"fitting the text-level null of {scheme.name}'s {name} test") as fitting:
+            bar = progress.bar(None, f"pmark calibrate: text-level null of {name}", "text")
             try:
                 key, null = fit_text_null(
                     key,

@@ -259,6 +259,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         check_prompt_lengths,
         finish,
         prompts_fingerprint,
+        rank_units,
         read_prompts,
         run_evaluation,
         start,
@@ -340,9 +341,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         | _dtype(sampler),
         "device": (device or "cpu").split(":")[0],
     }
-    units = len(runs) * sum(len(g) for g in world.shard_groups(len(documents), max(int(ctx.batch_texts), 1)))
     start(world)
-    bar = _progress(args, world, units, config.max_sentences)
+    bar = _progress(args, world, rank_units(ctx, len(documents), world), config.max_sentences)
     ctx.on_sentence, ctx.on_stage = (
         getattr(bar, "step", None),
         getattr(bar, "stage", None),

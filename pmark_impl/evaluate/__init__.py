@@ -31,7 +31,7 @@ from pmark_impl.evaluate._prompts import (
     prompts_fingerprint,
     read_prompts,
 )
-from pmark_impl.evaluate._runner import EvaluationError, run_evaluation
+from pmark_impl.evaluate._runner import EvaluationError, rank_units, run_evaluation
 from pmark_impl.evaluate._units import CountingSampler, EvalContext, run_unit
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "parse_attacks",
     "parse_grid",
     "prompts_fingerprint",
+    "rank_units",
     "read_prompts",
     "run_evaluation",
     "run_unit",

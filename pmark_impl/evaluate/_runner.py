@@ -47,6 +47,7 @@ __all__ = [
     "EvaluationError",
     "check_ours",
     "prepare_folder",
+    "rank_units",
     "run_evaluation",
     "same_settings",
     "unit_path",
@@ -186,6 +187,17 @@ def _units_of(folder: OwnedFolder, ctx: EvalContext, documents: Sequence[Any]) -
     return units
 
 
+def _groups(world: World, ctx: EvalContext, n_documents: int) -> list[Any]:
+    """This rank's groups of document indices (fixed by index: ``batch_texts`` documents each)."""
+    return world.shard_groups(n_documents, max(int(ctx.batch_texts), 1))
+
+
+def rank_units(ctx: EvalContext, n_documents: int, world: World | None = None) -> int:
+    """The units (run, document) this rank evaluates: what :func:`run_evaluation`'s ``progress`` counts to."""
+    world = world or World()
+    return len(ctx.config.runs) * sum(len(g) for g in _groups(world, ctx, n_documents))
+
+
 def run_evaluation(
     ctx: EvalContext,
     documents: Sequence[Any],
@@ -242,8 +254,8 @@ def run_evaluation(
                     f"rank {world.rank}: {out}/config.json differs from this rank's settings"
                 )
         lm_run = next((r for r in runs if r.scheme == "none"), None)
-        groups = world.shard_groups(len(documents), max(int(ctx.batch_texts), 1))
-        total, done = len(runs) * sum(len(g) for g in groups), 0
+        groups = _groups(world, ctx, len(documents))
+        total, done = rank_units(ctx, len(documents), world), 0
         failure: BaseException | None = None
         try:
             for run in runs:
