@@ -57,13 +57,14 @@ ROW = "pmark evaluate generation: 8 texts per batch with refill vs one text at a
 class _Engines:
     """Collects the engines ``generate_many`` makes (for their statistics)."""
 
-    def __init__(self, sampler: LMSentenceSampler) -> None:
+    def __init__(self, sampler: LMSentenceSampler, per_row: bool = False) -> None:
         self.made: list = []
+        self.per_row = per_row
         self._make = sampler.make_engine
         sampler.make_engine = self  # type: ignore[method-assign]
 
     def __call__(self, **kw):
-        self.made.append(self._make(**kw))
+        self.made.append(self._make(per_row=self.per_row, **kw))
         return self.made[-1]
 
     def stats(self) -> dict[str, float]:

@@ -70,6 +70,16 @@ def table(results: dict[str, Any], source: Any = "benchmarks/results/throughput.
         + f", {results['model']}, {results['texts_per_batch']} texts per batch, load average {load} "
         f"(`{source}`)."
     )
+    ratios = results.get("batched_over_per_row")
+    if ratios:
+        goal = results.get("goal", {}).get("batched_over_per_row")
+        each = ", ".join(f"{name} {r:.2f}×" for name, r in ratios.items())
+        lines.append("")
+        lines.append(
+            f"Candidates per second of the batched token loop over the per-row loop, same run, fastest of "
+            f"{results.get('repeats', 1)} repeats each: {each}"
+            + (f" (issue 40's goal: {goal:g}×)." if goal else ".")
+        )
     return "\n".join(lines)
 
 

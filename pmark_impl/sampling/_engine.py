@@ -43,20 +43,39 @@ from typing import Any
 import torch
 
 from pmark_impl.sampling._kv import BufferLayer, cache_keyword, check_layers, returned_cache
-from pmark_impl.sampling._rows import row_generators, row_uniforms, sample_rows
+from pmark_impl.sampling._rows import row_generators
 from pmark_impl.sampling._token_law import Candidate
+from pmark_impl.sampling._token_loops import BatchedTokens, PerRowTokens
 
 __all__ = ["HEADROOM", "DecodeEngine", "Request"]
 
 
 class _Row:
-    __slots__ = ("count", "gen", "ids", "index", "last", "req")
+    __slots__ = ("_gen", "count", "ids", "index", "last", "placed", "req")
 
-    def __init__(self, req: Request, index: int, gen: torch.Generator) -> None:
-        self.req, self.index, self.gen = req, index, gen
+    def __init__(self, req: Request, index: int) -> None:
+        self.req, self.index = req, index
+        self._gen: torch.Generator | None = None
+        self.placed = False  # ever given a slot
+        # the per-row token loop's state (``per_row=True``; the batched loop keeps it in slot tensors)
         self.ids: list[int] = []
         self.count = 0
         self.last = 0  # the last token sampled (the next forward's input)
+
+    @property
+    def seed(self) -> int:
+        return self.req.seeds[self.index]
+
+    @property
+    def gen(self) -> torch.Generator:
+        """The row's own generator (per-row loop; made on first use)."""
+        if self._gen is None:
+            self._gen = row_generators([self.seed])[0]
+        return self._gen
+
+    def restart(self) -> None:
+        """Back to the row's first token (an evicted row: its stream starts again from its seed)."""
+        self._gen, self.ids, self.count = None, [], 0
 
 
 class Request:
@@ -73,7 +92,7 @@ class Request:
         self.owner = owner
         self.context_ids = context_ids
         self.seeds = list(seeds)
-        self.rows = [_Row(self, i, g) for i, g in enumerate(row_generators(self.seeds))]
+        self.rows = [_Row(self, i) for i in range(len(self.seeds))]
         self.results: list[Candidate | None] = [None] * len(self.seeds)
         self.remaining = len(self.seeds)
         self.speculative = False
@@ -101,16 +120,25 @@ class DecodeEngine:
       refill: admit queued rows as soon as slots free (``False``: only when every slot is dead: static batches).
       prefills: contexts whose prefill (logits and KV) is kept, least recently used dropped (a text's next batch
         and its speculation reuse it); ``generate_many`` keeps two per text of the group.
+      per_row: the token loop of issue 26, kept as the benchmarks' baseline: one generator call and one exact
+        stopping test (a decode) per row per token. The default batched loop (issue 40) keeps each slot's
+        uniforms (drawn once per row, :func:`~pmark_impl.sampling._rows.row_blocks`), token count and tokens in
+        tensors on the model's device, and decodes only the rows whose new token may end them
+        (:func:`~pmark_impl.sampling._stops.may_end_table`). Same candidates either way (tested).
 
     Attributes:
       stats: ``steps`` (forward passes), ``row_steps`` (tokens sampled), ``slot_steps`` (slots summed over
         forward passes, dead and pending included), ``wasted_rows`` (speculative rows dropped unused),
         ``forward_s``, ``prefill_s``, ``sample_s``, ``copies`` (whole-cache copies), ``run_s`` (seconds in
-        :meth:`run`: everything the engine does, without the texts' own work between calls).
+        :meth:`run`: everything the engine does, without the texts' own work between calls), ``decoded_rows``
+        (exact stopping tests run).
     """
 
-    def __init__(self, sampler: Any, max_rows: int, refill: bool = True, prefills: int = 16) -> None:
+    def __init__(
+        self, sampler: Any, max_rows: int, refill: bool = True, prefills: int = 16, per_row: bool = False
+    ) -> None:
         self.sampler = sampler
+        self.tokens = PerRowTokens(sampler) if per_row else BatchedTokens(sampler)
         self.prefills = max(int(prefills), 1)
         self.model = sampler.model
         self.max_rows = int(max_rows)
@@ -125,6 +153,7 @@ class DecodeEngine:
         self.mask: torch.Tensor | None = None  # [R, W_cap] bool: real (not padding) KV columns
         self.pos: torch.Tensor | None = None  # [R] long: position id of each slot's next input token
         self.logits: torch.Tensor | None = None  # [R, V]: each live or pending slot's next-token logits
+        self._live: torch.Tensor | None = None  # live slot indices (None: recompute)
         self._prefills: dict[
             tuple[int, ...], tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
         ] = {}
@@ -139,6 +168,7 @@ class DecodeEngine:
                 "sample_s",
                 "copies",
                 "run_s",
+                "decoded_rows",
             ),
             0.0,
         )
@@ -158,7 +188,7 @@ class DecodeEngine:
 
     def cancel(self, req: Request) -> None:
         """Drop ``req``'s rows from the queues and free their slots (a speculation that was not needed)."""
-        self.stats["wasted_rows"] += sum(1 for r in req.rows if r.count > 0 or r.req.results[r.index])
+        self.stats["wasted_rows"] += sum(1 for r in req.rows if r.placed)
         self.queue = deque(r for r in self.queue if r.req is not req)
         self.spec_queue = deque(r for r in self.spec_queue if r.req is not req)
         for j, row in enumerate(self.slots):
@@ -183,34 +213,26 @@ class DecodeEngine:
 
     def _step(self) -> list[Request]:
         """Sample every live slot, end rows, refill slots, then one forward pass over all slots."""
-        clock = time.perf_counter
-        t0 = clock()
-        live = [j for j, r in enumerate(self.slots) if r is not None]
-        idx = torch.tensor(live, dtype=torch.long, device=self.logits.device)
-        rows = [self.slots[j] for j in live]
-        tokens = sample_rows(self.logits[idx], self.sampler.config, row_uniforms([r.gen for r in rows]))
-        self.stats["sample_s"] += clock() - t0
-        self.stats["row_steps"] += len(live)
+        ended = self.tokens.step(self.logits, self._live_slots(), self.slots, self.stats)
         self.pending.clear()
         completed: list[Request] = []
-        advance = self.sampler._advance_window
-        for j, row, tok in zip(live, rows, tokens.tolist()):
-            row.count += 1
-            row.last = tok
-            outcome, text = advance(row.ids, tok)
-            if outcome is None:
-                continue
-            req = row.req
-            req.results[row.index] = Candidate(text=text, n_tokens=row.count, outcome=outcome)
+        for j, cand in ended:
+            req = self.slots[j].req
+            req.results[self.slots[j].index] = cand
             req.remaining -= 1
-            self.slots[j] = None
+            self._kill(j)
             if req.remaining == 0 and not req.speculative:
                 completed.append(req)
         self._admit()
         if any(r is not None for r in self.slots):
-            feed = [0 if r is None or j in self.pending else r.last for j, r in enumerate(self.slots)]
-            self._forward(torch.tensor(feed, dtype=torch.long, device=self.logits.device))
+            self._forward(self.tokens.feed(self._live_slots(), self.pending, self.slots))
         return completed
+
+    def _live_slots(self) -> torch.Tensor:
+        if self._live is None:
+            live = [j for j, r in enumerate(self.slots) if r is not None]
+            self._live = torch.tensor(live, dtype=torch.long, device=self.logits.device)
+        return self._live
 
     def _forward(self, feed: torch.Tensor) -> None:
         from transformers import DynamicCache
@@ -253,6 +275,7 @@ class DecodeEngine:
     def _kill(self, j: int) -> None:
         self.slots[j] = None
         self.pending.discard(j)
+        self._live = None
 
     def _admit(self) -> None:
         """Fill dead slots (then new ones, up to ``max_rows``) with queued rows — real rows first, then speculative
@@ -289,8 +312,10 @@ class DecodeEngine:
         """A fresh batch of ``rows`` dead slots ``width`` columns wide (none: free every buffer)."""
         self.slots, self.width = [None] * rows, width
         self.pending.clear()
+        self._live = None
         if entry is None:
             self.kbuf, self.vbuf, self.mask, self.pos, self.logits = [], [], None, None, None
+            self.tokens.reset(rows, None)
             return
         logits, kv = entry
         cap = width + HEADROOM
@@ -299,6 +324,7 @@ class DecodeEngine:
         self.mask = torch.zeros(rows, cap, dtype=torch.bool, device=logits.device)
         self.pos = torch.zeros(rows, dtype=torch.long, device=logits.device)
         self.logits = logits.new_zeros(rows, logits.shape[-1])
+        self.tokens.reset(rows, self.logits)
         self.stats["copies"] += 1
 
     def _reshape(self, keep: list[int], extra: int, need: int) -> None:
@@ -327,6 +353,8 @@ class DecodeEngine:
         self.mask = mask
         self.pos = torch.cat([self.pos[idx], self.pos.new_zeros(extra)])
         self.logits = torch.cat([self.logits[idx], self.logits.new_zeros(extra, self.logits.shape[-1])])
+        self.tokens.reshape(idx, extra)
+        self._live = None
         self.pending = {keep.index(j) for j in self.pending if j in keep}
         self.slots = [self.slots[j] for j in keep] + [None] * extra
         self.width = width
@@ -346,6 +374,9 @@ class DecodeEngine:
         self.logits[j] = logits[0]
         self.slots[j] = row
         self.pending.add(j)
+        self._live = None
+        row.placed = True
+        self.tokens.place(j, row)
 
     def _evict_speculative(self, wanted: int) -> None:
         """Free slots held by speculative rows for ``wanted`` waiting real rows when no dead or new slot is left for
@@ -355,8 +386,7 @@ class DecodeEngine:
         evicted = []
         for j in sorted(spec[::-1][: max(wanted - free, 0)]):
             row = self.slots[j]
-            row.gen = row_generators([row.req.seeds[row.index]])[0]
-            row.ids, row.count = [], 0
+            self.tokens.evict(row)
             evicted.append(row)
             self._kill(j)
         self.spec_queue.extendleft(reversed(evicted))

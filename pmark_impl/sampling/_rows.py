@@ -38,7 +38,10 @@ from pmark_impl.sampling._token_law import (
     filtered_logprobs,
 )
 
-__all__ = ["SEED_BOUND", "row_generators", "row_seeds", "row_uniforms", "sample_rows"]
+__all__ = ["SEED_BOUND", "row_blocks", "row_generators", "row_seeds", "row_uniforms", "sample_rows"]
+
+#: Elements per float64 chunk of :func:`_logsumexp64` on a CPU.
+CPU_CHUNK = 4 * 49_152
 
 #: Row seeds are drawn uniformly from ``[0, SEED_BOUND)`` (63 bits: ``manual_seed`` takes any int64).
 SEED_BOUND = 2**63 - 1
@@ -60,7 +63,26 @@ def row_uniforms(generators: list[torch.Generator], device: torch.device | str |
     return u if device is None else u.to(device)
 
 
-def sample_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Tensor) -> torch.Tensor:
+def row_blocks(seeds: list[int], length: int) -> torch.Tensor:
+    """``[n, length]`` float64: row ``i``'s first ``length`` uniforms, drawn at once.
+
+    Equal, element for element, to ``length`` successive :func:`row_uniforms` calls on the generator of
+    :func:`row_generators` (torch's CPU generator fills a float64 tensor with one draw per element, in order:
+    tested in ``tests/pmark_impl/test_stops.py``). A row never needs more uniforms than the token cap (one per
+    token), so the batched token loop draws its block once, when the row first gets a slot, and indexes it by
+    the row's token count: no generator call per token.
+    """
+    out = torch.empty(len(seeds), length, dtype=torch.float64)
+    for i, s in enumerate(seeds):
+        out[i] = torch.rand(
+            length, generator=torch.Generator(device="cpu").manual_seed(int(s)), dtype=torch.float64
+        )
+    return out
+
+
+def sample_rows(
+    logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
     """One token per row: the inverse CDF of the row's law ``exp(filtered_logprobs)`` at its uniform, in id order.
 
     Rows whose top-p nucleus fits the :data:`~pmark_impl.sampling._token_law.NUCLEUS_SHORTLIST` (top-p without
@@ -73,6 +95,7 @@ def sample_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Te
       logits: ``[n, V]`` raw next-token logits.
       config: the token law.
       uniforms: ``[n]`` float64 uniforms on ``[0, 1)`` (:func:`row_uniforms`).
+      chunk: rows per float64 ``logsumexp`` call (default: :func:`_logsumexp64`'s rule; the same tokens either way).
 
     Returns:
       ``[n]`` token ids (long, on the logits' device).
@@ -82,7 +105,7 @@ def sample_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Te
     u = uniforms.to(device=logits.device, dtype=torch.float64)
     todo = torch.ones(n, dtype=torch.bool, device=logits.device)
     if config.top_p < 1.0 and not 0 < config.top_k < logits.shape[-1]:
-        fits = _rows_in_shortlist(logits, config.temperature, config.top_p)
+        fits = _rows_in_shortlist(logits, config.temperature, config.top_p, chunk)
         if fits is not None:
             ok, ids, weights = fits
             sel = ok.nonzero().squeeze(1)
@@ -99,7 +122,7 @@ def sample_rows(logits: torch.Tensor, config: SamplingConfig, uniforms: torch.Te
 
 
 def _rows_in_shortlist(
-    logits: torch.Tensor, temperature: float, top_p: float
+    logits: torch.Tensor, temperature: float, top_p: float, chunk: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """``(ok [n] bool, ids [n, k], weights [n, k])``: each row's nucleus, ``ok`` where it fits the shortlist and
     its cut falls between distinct logits (``_nucleus_cut``'s test, row by row).
@@ -113,7 +136,7 @@ def _rows_in_shortlist(
         return None
     raw, idx = torch.topk(logits, k + 1, dim=-1)
     vals = raw.to(torch.float64) / temperature
-    lse = _logsumexp64(logits, temperature)
+    lse = _logsumexp64(logits, temperature, chunk)
     p = torch.exp(vals - lse)
     count = (exclusive_cumsum(p) < top_p).sum(dim=-1, keepdim=True)  # >= 1
     kept = count.clamp(max=k)
@@ -122,9 +145,14 @@ def _rows_in_shortlist(
     return ok.squeeze(1), idx[:, :k], torch.where(inside, p[:, :k], 0.0)
 
 
-def _logsumexp64(logits: torch.Tensor, temperature: float, chunk: int = 4) -> torch.Tensor:
-    """``[n, 1]`` float64 ``logsumexp(logits / T)``, a few rows at a time (the float64 copy of a whole ``[n, V]``
-    batch costs 4× more than chunks that stay in cache; each row's value is the same either way)."""
+def _logsumexp64(logits: torch.Tensor, temperature: float, chunk: int | None = None) -> torch.Tensor:
+    """``[n, 1]`` float64 ``logsumexp(logits / T)``; on a CPU a few rows at a time (:data:`CPU_CHUNK` elements: the
+    float64 copy of a whole ``[n, V]`` batch costs 4× more than chunks that stay in cache; 4 rows of SmolLM2's
+    49,152 logits, every row at once for a small vocabulary), elsewhere all rows in one call. Each row's value is
+    the same either way (a row-wise reduction)."""
+    if chunk is None:
+        cpu = logits.device.type == "cpu"
+        chunk = max(CPU_CHUNK // logits.shape[-1], 1) if cpu else max(logits.shape[0], 1)
     parts = [
         torch.logsumexp(logits[i : i + chunk].to(torch.float64) / temperature, dim=-1, keepdim=True)
         for i in range(0, logits.shape[0], chunk)

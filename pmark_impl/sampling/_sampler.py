@@ -153,12 +153,25 @@ class LMSentenceSampler:
         self.prefill_cache = bool(prefill_cache)
         # (model, key, last-position logits [1, V], prefill cache) of the last context, or None
         self._prefill_entry: tuple[Any, tuple, torch.Tensor, Any] | None = None
+        self._may_end: tuple[Any, torch.Tensor] | None = None  # (tokenizer, may_end_table)
 
-    def make_engine(self, max_rows: int, refill: bool = True, prefills: int = 16) -> Any:
+    def make_engine(
+        self, max_rows: int, refill: bool = True, prefills: int = 16, per_row: bool = False
+    ) -> Any:
         """A :class:`~pmark_impl.sampling._engine.DecodeEngine` over this sampler (many contexts per batch)."""
         from pmark_impl.sampling._engine import DecodeEngine
 
-        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill, prefills)
+        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill, prefills, per_row)
+
+    def may_end_table(self, vocab_size: int) -> torch.Tensor:
+        """``[vocab_size]`` bool: the tokens after which a row may stop (:func:`~pmark_impl.sampling._stops.may_end_table`),
+        computed once per tokenizer and width."""
+        from pmark_impl.sampling._stops import may_end_table
+
+        cached = self._may_end
+        if cached is None or cached[0] is not self.tokenizer or cached[1].shape[0] != vocab_size:
+            cached = self._may_end = (self.tokenizer, may_end_table(self.tokenizer, self.eos_ids, vocab_size))
+        return cached[1]
 
     def batching_refusal(self) -> str | None:
         """Why several contexts cannot share a batch on this model (:func:`pmark_impl.sampling._kv.batching_refusal`),

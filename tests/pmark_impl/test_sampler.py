@@ -497,14 +497,20 @@ def test_prefill_entry_holds_one_context_and_is_never_mutated(tiny_lm):
 
 def _walk_rows(sampler: LMSentenceSampler, rows) -> Counter:
     """Feed each token row to ``_advance`` (whole row decoded) and ``_advance_window``; every step's result must
-    agree. Returns how the rows ended, split by whether they outgrew the window."""
+    agree, and a token that the batched loop's table leaves unmarked (below the cap) must never end a row
+    (:mod:`pmark_impl.sampling._stops`). Returns how the rows ended, split by whether they outgrew the window, and
+    how many steps the table let through undecoded."""
     seen = Counter()
+    table = sampler.may_end_table(len(sampler.tokenizer)).tolist()
     for row in rows:
         a, b = [], []
         for tok in row:
             want = sampler._advance(a, int(tok))
             assert sampler._advance_window(b, int(tok)) == want, (row, a)
             assert a == b
+            if not table[int(tok)] and len(a) < sampler.config.max_sentence_tokens:
+                assert want[0] is None, (row, a)
+                seen["undecoded"] += 1
             if want[0] is not None:
                 seen[(want[0], len(a) > DECODE_WINDOW)] += 1
                 break
@@ -529,6 +535,7 @@ def test_window_detokenisation_matches_whole_row_tiny(tiny_lm):
         rows.append(row.tolist())
     seen = _walk_rows(sampler, rows)
     assert seen[("sentence", True)] > 100 and seen[("cap", True)] > 10 and seen[("eos", True)] > 10, seen
+    assert seen["undecoded"] > 10_000, seen
 
 
 @pytest.mark.slow
@@ -568,6 +575,7 @@ def test_window_detokenisation_matches_whole_row_smollm2_tokenizer():
         rows.append([int(rng.choice(pools[p])) for p in pool_of])
     seen = _walk_rows(sampler, rows)
     assert seen[("sentence", True)] > 20 and seen[("cap", True)] > 5, seen
+    assert seen["undecoded"] > 1_000, seen
 
 
 @pytest.mark.slow
