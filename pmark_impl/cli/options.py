@@ -303,10 +303,10 @@ def add_batching_options(p: Any) -> None:
     p.add_argument(
         "--batch-texts",
         type=int_type(1, MAX_BATCH_TEXTS),
-        default=8,
+        default=None,
         metavar="B",
-        help="documents whose texts share each forward pass, grouped by document index (default 8; the texts "
-        "depend only on key, seed and prompt, whatever B)",
+        help="documents whose texts share each forward pass, grouped by document index (default: the model's "
+        "rows per pass / 8, 16 on a CPU; the texts depend only on key, seed and prompt, whatever B)",
     )
     p.add_argument(
         "--no-refill",

@@ -188,8 +188,12 @@ def _units_of(folder: OwnedFolder, ctx: EvalContext, documents: Sequence[Any]) -
 
 
 def _groups(world: World, ctx: EvalContext, n_documents: int) -> list[Any]:
-    """This rank's groups of document indices (fixed by index: ``batch_texts`` documents each)."""
-    return world.shard_groups(n_documents, max(int(ctx.batch_texts), 1))
+    """This rank's groups of document indices (fixed by index: ``batch_texts`` documents each; by default the
+    sampler's :func:`~pmark_impl.generation.texts_per_batch`, a function of the model and its device only)."""
+    from pmark_impl.generation import texts_per_batch  # pulls in torch: on first use
+
+    size = ctx.batch_texts if ctx.batch_texts is not None else texts_per_batch(ctx.sampler)
+    return world.shard_groups(n_documents, max(int(size), 1))
 
 
 def rank_units(ctx: EvalContext, n_documents: int, world: World | None = None) -> int:

@@ -67,7 +67,8 @@ class EvalContext:
       calibrations: scheme name -> its detector calibration (a scheme whose ``calibration.stored_in`` is
         ``"detector"``, e.g. SimMark's ``γ``).
       model_name: the LM's id for the provenance.
-      batch_texts: documents whose texts share forward passes (groups fixed by document index; issue 26).
+      batch_texts: documents whose texts share forward passes (groups fixed by document index; issue 26);
+        ``None``: :func:`pmark_impl.generation.texts_per_batch` of the sampler (issue 40).
       refill: continuous batching in those groups (``False``: static batches).
       on_sentence: called after each generated sentence of every text (a progress display); not part of the
         evaluation's identity, never changes a result.
@@ -82,7 +83,7 @@ class EvalContext:
     oracle: tuple[Any, Any] | None = None
     calibrations: dict[str, Any] = field(default_factory=dict)
     model_name: str | None = None
-    batch_texts: int = 8
+    batch_texts: int | None = None
     refill: bool = True
     on_sentence: Callable[[], None] | None = None
     on_stage: Callable[[str, str], None] | None = None

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from pmark_impl._limits import MAX_BATCH_ROWS, MAX_BATCH_TEXTS
+from pmark_impl.generation._sizing import supports_batching, texts_per_batch
 from pmark_impl.generation._types import GenerationResult
 from pmark_impl.keys import check_key
 from pmark_impl.sampling import check_callable, check_encoder, check_sampler, check_seed, describe, row_seeds
@@ -48,23 +49,12 @@ from pmark_theory._validate import PMarkValueError, check_positive_int, check_si
 
 __all__ = ["generate_many", "supports_batching"]
 
-
 #: A text keeps speculating while the estimated share of its speculations it uses exceeds this.
 MIN_ADOPTION = 0.2
 
 
 class _Aborted(Exception):
     """Raised in a text's thread when another text failed (the batch stops)."""
-
-
-def supports_batching(sampler: Any) -> bool:
-    """The sampler has a batched engine (:class:`~pmark_impl.sampling._sampler.LMSentenceSampler`) and its model
-    can share a batch between contexts (``batching_refusal() is None``: no sliding-window cache, no RoPE scaling
-    that depends on the batch's positions)."""
-    if not callable(getattr(sampler, "make_engine", None)):
-        return False
-    refusal = getattr(sampler, "batching_refusal", None)
-    return not callable(refusal) or refusal() is None
 
 
 class _Client:
@@ -228,7 +218,7 @@ def generate_many(
     prompts: Sequence[str],
     *,
     seeds: int | Sequence[int] = 0,
-    batch_texts: int = 8,
+    batch_texts: int | None = None,
     refill: bool = True,
     speculate: bool | None = None,
     max_rows: int | None = None,
@@ -247,6 +237,7 @@ def generate_many(
         integer) for every prompt; each in ``0..2^63 - 1``.
       batch_texts: texts per group, ``1..`` :data:`~pmark_impl._limits.MAX_BATCH_TEXTS` (groups fixed by index,
         module docstring); 1: one text at a time (its speculated next batches still share its forward passes).
+        Default: :func:`texts_per_batch` (the slots over 8: 16 texts on a CPU).
       refill: continuous batching (a finished row's slot goes to the next queued row at once); ``False``: static
         batches (a batch drains before the next forms).
       speculate: decode a text's next batch at the same context ahead, in slots no real row wants (with
@@ -282,7 +273,8 @@ def generate_many(
         if not isinstance(prompt, str):
             raise PMarkValueError(f"prompts[{i}] must be a str, got {type(prompt).__name__}")
     seed_list = _seed_list(seeds, len(prompts))
-    batch_texts = check_size("batch_texts", batch_texts, maximum=MAX_BATCH_TEXTS)
+    if batch_texts is not None:
+        batch_texts = check_size("batch_texts", batch_texts, maximum=MAX_BATCH_TEXTS)
     refill, speculate = _flag("refill", refill), _flag("speculate", speculate, optional=True)
     rows = None if max_rows is None else check_size("max_rows", max_rows, maximum=MAX_BATCH_ROWS)
     on_sample = check_callable("on_sample", on_sample)
@@ -294,6 +286,8 @@ def generate_many(
         ]
     if speculate is None:
         speculate = _accelerated(sampler)
+    if batch_texts is None:
+        batch_texts = texts_per_batch(sampler, rows)
     out: list[GenerationResult] = []
     for lo in range(0, count, batch_texts):
         group = range(lo, min(lo + batch_texts, count))

@@ -129,3 +129,14 @@ def test_sample_rows_does_not_depend_on_the_logsumexp_chunk(vocab):
     want = sample_rows(logits, cfg, u, chunk=4)
     for chunk in (1, 37, None):
         assert torch.equal(sample_rows(logits, cfg, u, chunk=chunk), want)
+
+
+def test_texts_per_batch_follows_the_slots(sampler):
+    from pmark_impl._limits import MAX_BATCH_TEXTS
+    from pmark_impl.generation import texts_per_batch
+    from pmark_impl.sampling._kv import CPU_ROWS
+
+    assert texts_per_batch(sampler) == CPU_ROWS // 8 == 16  # the tiny LM on the CPU: 128 slots
+    assert [texts_per_batch(sampler, rows) for rows in (1, 7, 8, 64, 1024)] == [1, 1, 1, 8, 128]
+    assert texts_per_batch(sampler, 10**9) == MAX_BATCH_TEXTS
+    assert texts_per_batch(object()) == 8  # a sampler without an engine runs one text at a time anyway
