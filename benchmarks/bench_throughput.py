@@ -1,4 +1,4 @@
-"""Real-model throughput: many texts per forward pass with refill against one text at a time (issue 26).
+"""Real-model throughput: many texts per forward pass with refill against one text at a time (issues 26, 40).
 
 SmolLM2 + MiniLM, the shipped prompts, ``b = 4``. Each route generates the same texts' sentences (same key, seeds and
 prompts; :func:`pmark_impl.generate_many`'s texts equal :func:`pmark_impl.generate`'s, so the routes differ in cost
@@ -6,21 +6,25 @@ only — the benchmark checks that the texts are the same and records how many a
 
 * **one at a time**: ``generate`` per document, the loop ``pmark evaluate`` ran before issue 26 (one context's
   candidates per batched call, a batch waits for its longest row);
-* **batched**: ``generate_many`` with 8 texts per group and refill (the default of ``pmark evaluate``).
+* **batched**: ``generate_many`` over all the texts in one group with refill: 16 texts on a CPU (its 128 slots / 8,
+  the default group of ``pmark evaluate`` there), 64 on a CUDA GPU (issue 40's setting; the shipped 32 prompts
+  twice, with other seeds).
 
-Measured: sentences per minute of each route for offline PMark (``N = 64``, batches of 16) and online PMark
-(``N = 16``), the ratio; offline/online wall time per sentence, both batched at ``N = 64``; and against the limit:
-the engine's sampled tokens per second (its ``row_steps`` over the seconds spent in the engine) against a bare loop
-of the model's forward passes at the engine's mean number of slots (no sampling, no sentence logic, a plain
-``DynamicCache``). Goals (reported, never asserted): offline ≥ 3×, online ≥ 2×, offline/online ≤ 0.4×, engine ≥
-0.7× the bare loop. ``--quick``: two prompts, one sentence. Goals are only judged on a full run. On a machine
-with a CUDA GPU the models run there (the result's ``device`` names the card).
+Measured: sentences per minute of each route for offline PMark (``N = 64``, rows requested 16 at a time, streamed)
+and online PMark (``N = 16``), the ratio; offline/online wall time per sentence, both batched at ``N = 64``; and
+against the limit: the engine's sampled tokens per second (its ``row_steps`` over the seconds spent in the engine)
+against a bare loop of the model's forward passes at the engine's mean number of slots (no sampling, no sentence
+logic, a plain ``DynamicCache``). Goals (issue 40's; reported, never asserted): offline ≥ 2.5×, online ≥ 2.5×,
+offline/online ≤ 0.6×, engine ≥ 0.7× the bare loop. ``--quick``: two prompts, one sentence. Goals are only judged
+on a full run. On a machine with a CUDA GPU the models run there (the result's ``device`` names the card); on a
+machine without one the result says so under ``gpu``.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -44,14 +48,22 @@ from pmark_impl.sampling import (
     returned_cache,
 )
 
-CHANNELS, TEXTS = 4, 8
+CHANNELS = 4
+#: Texts (one group) and sentences per text, by device.
+TEXTS = {"cpu": 16, "cuda": 64}
+SENTENCES = {"cpu": 2, "cuda": 3}
 RUNS = {
     "offline": {"scheme": "offline", "n_candidates": 64, "offline_batch": 16},
     "online": {"scheme": "online", "n_candidates": 16},
     "online-64": {"scheme": "online", "n_candidates": 64},
 }
-GOALS = {"offline": 3.0, "online": 2.0}
-ROW = "pmark evaluate generation: 8 texts per batch with refill vs one text at a time (SmolLM2, b = 4)"
+GOALS = {"offline": 2.5, "online": 2.5}
+ROW = "pmark evaluate generation: one group with refill vs one text at a time (SmolLM2, b = 4)"
+#: What the result says where no CUDA GPU ran it.
+NO_GPU = (
+    "not measured: no CUDA GPU on this machine; `bash run.sh bench throughput` on a machine with one and the "
+    "shipped models measures 64 texts per group there (the result's device names the card)"
+)
 
 
 class _Engines:
@@ -75,6 +87,23 @@ class _Engines:
         return out
 
 
+class TimedEncoder:
+    """The encoder, with the seconds its ``encode`` calls take (the profile's "encoder" part)."""
+
+    def __init__(self, encoder: Any) -> None:
+        self._encoder, self.seconds = encoder, 0.0
+
+    def __getattr__(self, name: str) -> Any:  # name, dim, model, device
+        return getattr(self._encoder, name)
+
+    def encode(self, texts: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._encoder.encode(texts)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
 def _one_at_a_time(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[list, float]:
     t0 = time.perf_counter()
     texts = [
@@ -86,6 +115,7 @@ def _one_at_a_time(key, sampler, encoder, prompts, seeds, sentences, opts) -> tu
 
 def _batched(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[list, float, dict]:
     engines = _Engines(sampler)
+    encoder = TimedEncoder(encoder)
     try:
         t0 = time.perf_counter()
         texts = generate_many(
@@ -94,7 +124,7 @@ def _batched(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[li
             encoder,
             prompts,
             seeds=seeds,
-            batch_texts=TEXTS,
+            batch_texts=len(prompts),
             max_sentences=sentences,
             channels=CHANNELS,
             **opts,
@@ -102,7 +132,7 @@ def _batched(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[li
         seconds = time.perf_counter() - t0
     finally:
         del sampler.make_engine
-    return texts, seconds, engines.stats()
+    return texts, seconds, {**engines.stats(), "encoder_s": encoder.seconds}
 
 
 def _bare_loop(model, tokenizer, rows: int, context_tokens: int, steps: int = 12) -> float:
@@ -148,12 +178,14 @@ def run(quick: bool = False) -> dict:
         sampler = LMSentenceSampler(model, tokenizer, SamplingConfig())
         encoder = load_encoder(None, device=device)
         key = WatermarkKey.generate(np.random.default_rng(0), encoder.name, encoder.dim, CHANNELS)
-        docs = builtin_prompts(limit=2 if quick else TEXTS)
+        shipped = builtin_prompts()
+        texts = 2 if quick else TEXTS[device]
+        docs = [shipped[i % len(shipped)] for i in range(texts)]
         prompts = [d.prompt for d in docs]
-        sentences = 1 if quick else 3
+        sentences = 1 if quick else SENTENCES[device]
         runs: dict[str, dict] = {}
         for name, opts in RUNS.items():
-            seeds = [unit_seed(0, name, d.doc_id) for d in docs]
+            seeds = [unit_seed(i // len(shipped), name, d.doc_id) for i, d in enumerate(docs)]
             batched, b_sec, stats = _batched(key, sampler, encoder, prompts, seeds, sentences, opts)
             entry = {"batched": _record(batched, b_sec), "engine": stats}
             if name in GOALS:
@@ -182,7 +214,8 @@ def run(quick: bool = False) -> dict:
     return {
         "model": DEFAULT_LM_NAME,
         "device": device if device == "cpu" else torch.cuda.get_device_name(0),
-        "texts_per_batch": TEXTS,
+        "texts_per_batch": len(prompts),
+        "gpu": "measured" if device != "cpu" else NO_GPU,
         "channels": CHANNELS,
         "prompts": len(prompts),
         "sentences_per_prompt": sentences,
@@ -196,7 +229,7 @@ def run(quick: bool = False) -> dict:
             goal(ROW, "offline N=64", runs["offline"]["speedup"] if measured else None, GOALS["offline"]),
             goal(ROW, "online N=16", runs["online"]["speedup"] if measured else None, GOALS["online"]),
             goal(
-                ROW, "offline/online time per sentence", ratio_offline_online if measured else None, 0.4, "<="
+                ROW, "offline/online time per sentence", ratio_offline_online if measured else None, 0.6, "<="
             ),
             goal(ROW, "engine / bare forward loop", engine_vs_bare if measured else None, 0.7),
         ],

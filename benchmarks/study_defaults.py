@@ -10,7 +10,9 @@ What it measures (SmolLM2-135M-Instruct + all-MiniLM-L6-v2, ``--quick``: the tin
 2. **Per setting** (mode ∈ {offline, online}, ``N`` ∈ {16, 32, 64}, ``b`` ∈ {2, 3, 4}, offline batch ``B`` ∈
    {1, 4, 8, 16}; ``R`` random Haar keys per context, fresh key bits per draw), exactly the rules of
    generation and detection:
-   * offline: batches of ``B``, stop at the first batch holding a perfect match, else the argmax (E7); the
+   * offline: batches of ``B``, stop at the first batch holding a perfect match, else the argmax (E7: the rule
+     until issue 40, which stops at the first perfect match in draw order — the same law, the same decoded
+     batches for ``generate``); the
      detector (median 0) sees the output's match count ``h``;
    * online: ``RULES["online"]`` on ``N`` draws, and the detector's Harrell–Davis median of ``N`` *fresh* draws
      (online detection resamples), channel by channel.

@@ -8,8 +8,9 @@ wall time. This module splits each run's wall time into
 * **forward** and **prefill** (the model),
 * **sampling** (``sample_s``),
 * **engine Python** (``run_s`` minus the three above: per-row sentence-boundary checks, slot bookkeeping, refills),
-* **outside the engine** (wall minus ``run_s``: the schemes' logic between engine calls and the sentence encoder;
-  the benchmark generates and does not detect),
+* **encoder** (``encoder_s``: the sentence encoder's calls, timed by the benchmark around ``encode``),
+* **schemes and driver** (wall minus ``run_s`` minus the encoder: the schemes' logic between engine calls, the
+  texts' threads and turns; the benchmark generates and does not detect),
 
 and renders the tables that ``docs/throughput.md`` holds between its ``profile`` markers (SmolLM2 from the
 throughput benchmark; the tiny LM from ``benchmarks/study_engine_ceiling.py``);
@@ -36,7 +37,7 @@ CEILING = ROOT / "benchmarks" / "results" / "studies" / "engine_ceiling.json"
 SOURCES = {"SmolLM2-135M": RESULTS, "the tiny LM (the engine's ceiling)": CEILING}
 DOC = ROOT / "docs" / "throughput.md"
 START, END = "<!-- profile:start (benchmarks/throughput_profile.py) -->", "<!-- profile:end -->"
-PARTS = ("forward", "prefill", "sampling", "engine Python", "outside the engine")
+PARTS = ("forward", "prefill", "sampling", "engine Python", "encoder", "schemes and driver")
 
 
 def split(run: dict[str, Any]) -> dict[str, float]:
@@ -46,7 +47,8 @@ def split(run: dict[str, Any]) -> dict[str, float]:
     return {
         **model,
         "engine Python": e["run_s"] - sum(model.values()),
-        "outside the engine": wall - e["run_s"],
+        "encoder": e["encoder_s"],
+        "schemes and driver": wall - e["run_s"] - e["encoder_s"],
     }
 
 

@@ -2,10 +2,11 @@
 
 What ``pmark generate --help`` and the README show so that users can choose ``--mode``, ``--n`` and ``b``:
 
-* **offline** (early stop at the first perfect match, E7): candidates per sentence
-  ``E[#draws] = 2^(−b) Σ_r (1 − (1 − π(r))^N)/π(r)`` (``pmark_theory.offline_expected_samples``, X2) with
-  single draws; with batches of ``B`` the stop happens at the end of a batch:
-  ``Σ_{i < ⌈N/B⌉} (1 − π(r))^(iB) · min(B, N − iB)``. Matching bits of the output: its match count
+* **offline** (early stop at the first perfect match in draw order, E7): the rule draws
+  ``E[#draws] = 2^(−b) Σ_r (1 − (1 − π(r))^N)/π(r)`` candidates per sentence (``pmark_theory.offline_expected_samples``,
+  X2); the sampler decodes rows ``B`` at a time, so ``generate`` decodes whole batches:
+  ``Σ_{i < ⌈N/B⌉} (1 − π(r))^(iB) · min(B, N − iB)`` (the batched engine cancels the rows after the stop, issue 40,
+  and decodes fewer). Matching bits of the output: its match count
   ``h_r`` is the maximum of ``N`` i.i.d. counts, ``P(max = k) = F(k)^N − F(k−1)^N`` (the argmax law of X2,
   ``F`` the CDF of ``h_r`` under ``P_M``), and offline detection (median 0) sees exactly ``h_r``.
 * **online** (``b`` balanced halvings, C10): always ``N`` candidates; the output's channel-``j`` bit matches
@@ -98,8 +99,8 @@ def tradeoff_rows(
       alpha: level of the "sentences needed" column.
 
     Returns:
-      Dicts with ``mode``, ``N``, ``b``, ``candidates`` (per sentence; offline with batches of ``B``),
-      ``candidates_x2`` (offline, single draws, ``offline_expected_samples``), ``bits`` (expected matching
+      Dicts with ``mode``, ``N``, ``b``, ``candidates`` (decoded per sentence; offline: rows requested ``B`` at a
+      time), ``candidates_x2`` (offline: the rule's draws, ``offline_expected_samples``), ``bits`` (expected matching
       bits of ``b``), ``rate`` (``bits / b``), ``sentences`` (typical ``T`` for ``p <= alpha``).
     """
     rows = []
@@ -145,7 +146,7 @@ def tradeoff_table(rows: Sequence[dict[str, Any]] | None = None, *, markdown: bo
     for r in rows:
         cands = f"{r['candidates']:.1f}"
         if r["candidates_x2"] is not None:
-            cands += f" ({r['candidates_x2']:.1f} one by one)"
+            cands += f" ({r['candidates_x2']:.1f} drawn)"
         bits = f"{r['bits']:.2f} of {r['b']} ({100 * r['rate']:.0f}%)"
         t = "-" if r["sentences"] is None else str(r["sentences"])
         body.append([r["mode"], str(r["N"]), str(r["b"]), cands, bits, t])

@@ -19,8 +19,8 @@ from pmark_impl.generation._watermark import MODES, generate, scheme_settings
 #: does not need the provenance file.
 _LAZY = {
     "generate_many": "pmark_impl.generation._many",
-    "supports_batching": "pmark_impl.generation._sizing",
-    "texts_per_batch": "pmark_impl.generation._sizing",
+    "supports_batching": "pmark_impl.generation._batch_args",
+    "texts_per_batch": "pmark_impl.generation._batch_args",
     "PROVENANCE_SUFFIX": "pmark_impl.generation._provenance",
     "Provenance": "pmark_impl.generation._provenance",
     "ProvenanceError": "pmark_impl.generation._provenance",

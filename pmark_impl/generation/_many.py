@@ -18,13 +18,14 @@ same bytes, because the schedule is a function of the inputs). Texts are grouped
 time (group ``g`` = texts ``g·B … g·B + B − 1``), so a sharded evaluation that gives whole groups to ranks forms the
 same batches whatever the number of processes.
 
-**Speculation** (refill with the same text's next batch; ``speculate``, by default on accelerators only): after a request of text ``i`` for ``n``
-candidates of context ``c``, the hub also queues the *next* ``n`` rows of ``c``, with the seeds the text's
-generator will give next (drawn from a clone of it). They run only in slots no real row wants. If the text's next
-request is that one (offline PMark's next batch, SemStamp's and SimMark's retries), its rows are already under way;
-otherwise they are dropped, and a text whose speculations keep being dropped (online PMark: one request per
-position) stops speculating (:data:`MIN_ADOPTION`). A speculative row has its own seed like any other, so a speculation changes the cost,
-never a candidate.
+**Speculation** (``speculate``, by default on accelerators only): after a request of text ``i`` for ``n`` rows of
+context ``c``, the hub also queues the *next* ``n`` rows of ``c`` (seeds from a clone of the text's generator),
+run only in slots no real row wants: used if the text's next request is that one (offline's next batch,
+SemStamp's and SimMark's retries), else dropped; a text whose speculations keep being dropped stops speculating
+(:data:`MIN_ADOPTION`). **Streams** (issue 40, offline PMark's :meth:`~pmark_impl.schemes._base.Draw.stream`,
+``sample_stream``): the engine also returns when a streamed request's ended *prefix* reaches what its text waits
+for, the text reads it in draw order (the candidates ``sample`` would give) and the rows it does not read are
+cancelled. Neither changes a candidate; the schedule stays a function of the inputs.
 
 A sampler without an engine (a test fake, a user's sampler) or whose model cannot share a batch between contexts
 (sliding-window caches, batch-dependent RoPE: :func:`~pmark_impl.sampling._kv.batching_refusal`) is driven one
@@ -34,17 +35,16 @@ text at a time: same results.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from pmark_impl._limits import MAX_BATCH_ROWS, MAX_BATCH_TEXTS
-from pmark_impl.generation._sizing import supports_batching, texts_per_batch
+from pmark_impl.generation._batch_args import check_flag, check_seeds, supports_batching, texts_per_batch
 from pmark_impl.generation._types import GenerationResult
 from pmark_impl.keys import check_key
-from pmark_impl.sampling import check_callable, check_encoder, check_sampler, check_seed, describe, row_seeds
+from pmark_impl.sampling import check_callable, check_encoder, check_sampler, describe, row_seeds
 from pmark_theory._validate import PMarkValueError, check_positive_int, check_size
 
 __all__ = ["generate_many", "supports_batching"]
@@ -69,6 +69,11 @@ class _Client:
     def sample(self, context: str, n: int, generator: Any) -> list[Any]:
         return self._hub.request(self._index, context, n, generator)
 
+    def sample_stream(
+        self, context: str, n: int, generator: Any, batch: int, chunk: int = 1
+    ) -> Iterator[Any]:
+        return self._hub.stream(self._index, context, n, generator, batch, chunk)
+
 
 class _Hub:
     """The engine's side and the texts' side of one group (module docstring).
@@ -84,10 +89,13 @@ class _Hub:
         self.live: set[int] = set()
         self.unstarted: set[int] = set()
         self.turn: int | None = None  # the text allowed to run now (None: the engine's turn)
-        self.new: dict[
-            int, tuple[tuple[int, ...], list[int], Any]
-        ] = {}  # text -> (context ids, seeds, next gen)
+        # text -> (context ids, seeds, next gen, streaming)
+        self.new: dict[int, tuple[tuple[int, ...], list[int], Any, bool]] = {}
         self.waiting: dict[int, Any] = {}  # text -> its Request in the engine
+        self.target: dict[
+            int, int
+        ] = {}  # text -> the request's prefix it waits for (its size: the whole request)
+        self.closing: list[Any] = []  # streaming requests their text stopped reading (rows to cancel)
         self.spec: dict[int, Any] = {}  # text -> its speculative Request
         self.tally: dict[int, tuple[int, int]] = {}  # text -> (speculations resolved, speculations used)
         self.errors: dict[int, BaseException] = {}
@@ -103,7 +111,48 @@ class _Hub:
             return not self.aborted
 
     def request(self, index: int, context: str, n: int, generator: Any) -> list[Any]:
+        """Text ``index``'s ``n`` candidates, row order = draw order (its turn ends until every row has ended)."""
         n = check_positive_int("n", n)
+        req = self._ask(index, context, n, generator)
+        with self.cond:
+            self.waiting.pop(index)
+        out = list(req.results)
+        if self.on_sample is not None:
+            self.on_sample(index, out)
+        return out
+
+    def stream(
+        self, index: int, context: str, n: int, generator: Any, batch: int, chunk: int = 1
+    ) -> Iterator[Any]:
+        """Text ``index``'s ``n`` candidates in draw order as they end, ``batch`` rows per request (seeds drawn as
+        ``sample`` draws them), ``chunk`` at a time; closing the iterator cancels the rows not read (issue 40)."""
+        n, batch = check_positive_int("n", n), check_positive_int("batch", batch)
+        chunk = check_positive_int("chunk", chunk)
+        done = 0
+        while done < n:
+            m = min(batch, n - done)
+            req = self._ask(index, context, m, generator, stream=min(chunk, m))
+            got = 0
+            try:
+                while True:
+                    while got < req.prefix:  # the engine is idle during this text's turn
+                        got += 1
+                        yield req.results[got - 1]
+                    if got == m:
+                        break
+                    self._wait(index, min(got + chunk, m))
+            finally:
+                with self.cond:
+                    self.waiting.pop(index, None)
+                    if got < m:
+                        req.read = got
+                        self.closing.append(req)
+                if self.on_sample is not None:
+                    self.on_sample(index, req.results[:got])
+            done += m
+
+    def _ask(self, index: int, context: str, n: int, generator: Any, stream: int = 0) -> Any:
+        """Hand a request for ``n`` rows to the hub and wait for its first ``stream`` rows (a stream) or all."""
         with self.cond:
             if self.aborted:
                 raise _Aborted
@@ -113,22 +162,25 @@ class _Hub:
             if self.speculate:
                 ahead = torch.Generator(device=generator.device)
                 ahead.set_state(generator.get_state())
-            self.new[index] = (ids, seeds, ahead)
+            self.new[index] = (ids, seeds, ahead, bool(stream))
+        self._wait(index, stream or n)
+        return self.waiting[index]
+
+    def _wait(self, index: int, target: int) -> None:
+        """End text ``index``'s turn until its request's first ``target`` rows have ended."""
+        with self.cond:
+            self.target[index] = target
+            if index in self.waiting:
+                self.waiting[index].want = target
             self.turn = None
             self.cond.notify_all()
-            self.cond.wait_for(
-                lambda: (
-                    self.aborted
-                    or (self.turn == index and index in self.waiting and self.waiting[index].done)
-                )
-            )
+            self.cond.wait_for(lambda: self.aborted or (self.turn == index and self._ready(index)))
             if self.aborted:
                 raise _Aborted
-            req = self.waiting.pop(index)
-        out = list(req.results)
-        if self.on_sample is not None:
-            self.on_sample(index, out)
-        return out
+
+    def _ready(self, index: int) -> bool:
+        req = self.waiting.get(index)
+        return req is not None and req.prefix >= self.target[index]
 
     def finished(self, index: int, error: BaseException | None) -> None:
         with self.cond:
@@ -148,8 +200,8 @@ class _Hub:
                 if not self._run_texts():
                     return
                 self._submit()
-            if any(r.done for r in self.waiting.values()):
-                continue  # an adopted speculation already finished: its text runs first
+            if any(self._ready(i) for i in self.waiting):
+                continue  # an adopted speculation already finished (or its prefix is there): its text runs first
             if not self.engine.run():
                 raise RuntimeError("decode engine stalled with texts waiting (internal error)")
 
@@ -162,9 +214,7 @@ class _Hub:
                 self.aborted = True
                 self.cond.notify_all()
                 return False
-            ready = [
-                i for i in self.live if i in self.unstarted or (i in self.waiting and self.waiting[i].done)
-            ]
+            ready = [i for i in self.live if i in self.unstarted or self._ready(i)]
             if not ready:
                 return bool(self.live)
             self.turn = min(ready)
@@ -177,12 +227,16 @@ class _Hub:
 
         for i in [i for i in self.spec if i not in self.live]:  # a finished text's speculation
             self.engine.cancel(self.spec.pop(i))
+        while self.closing:  # streams their texts stopped reading
+            self.engine.cancel(self.closing.pop(0))
         for i in sorted(self.new):
-            ids, seeds, ahead = self.new.pop(i)
+            ids, seeds, ahead, stream = self.new.pop(i)
             req = self._adopt(i, ids, seeds)
             if req is None:
                 req = Request(i, ids, seeds)
+                req.stream = stream
                 self.engine.submit(req)
+            req.stream, req.want = stream, self.target[i]
             self.waiting[i] = req
             if ahead is not None and self._worth_speculating(i):
                 spec = Request(i, ids, row_seeds(ahead, len(seeds)))
@@ -272,10 +326,10 @@ def generate_many(
     for i, prompt in enumerate(prompts):
         if not isinstance(prompt, str):
             raise PMarkValueError(f"prompts[{i}] must be a str, got {type(prompt).__name__}")
-    seed_list = _seed_list(seeds, len(prompts))
+    seed_list = check_seeds(seeds, len(prompts))
     if batch_texts is not None:
         batch_texts = check_size("batch_texts", batch_texts, maximum=MAX_BATCH_TEXTS)
-    refill, speculate = _flag("refill", refill), _flag("speculate", speculate, optional=True)
+    refill, speculate = check_flag("refill", refill), check_flag("speculate", speculate, optional=True)
     rows = None if max_rows is None else check_size("max_rows", max_rows, maximum=MAX_BATCH_ROWS)
     on_sample = check_callable("on_sample", on_sample)
     count = len(prompts)
@@ -296,31 +350,6 @@ def generate_many(
         texts = (prompts, seed_list, group, on_sample, refill and speculate, options)
         out.extend(_run_group(engine, sampler, key, encoder, *texts))
     return out
-
-
-def _seed_list(seeds: Any, count: int) -> list[int]:
-    """``seeds`` as one seed per prompt: an int (NumPy integers too) for every prompt, or a list, tuple, range or
-    1-d integer array of ``count`` ints (a set, a dict, a str or a float is refused: no order, or not seeds)."""
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        return [check_seed(seeds, "seeds")] * count
-    if isinstance(seeds, np.ndarray) and seeds.ndim == 1:
-        seeds = seeds.tolist()
-    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple, range)):
-        raise PMarkValueError(
-            f"seeds must be one seed (an int) or a list of one int per prompt, got {describe(seeds)}"
-        )
-    if len(seeds) != count:
-        raise PMarkValueError(f"seeds has {len(seeds)} entries for {count} prompts")
-    return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
-
-
-def _flag(name: str, value: Any, optional: bool = False) -> Any:
-    """``value`` as a bool (NumPy's too), or ``None`` when ``optional``; a str such as ``'no'`` is refused."""
-    if value is None and optional:
-        return None
-    if not isinstance(value, (bool, np.bool_)):
-        raise PMarkValueError(f"{name} must be True or False{' or None' * optional}, got {describe(value)}")
-    return bool(value)
 
 
 def _accelerated(sampler: Any) -> bool:

@@ -102,8 +102,9 @@ def generate(
     Built-in schemes (``pmark schemes`` lists them with the installed plug-ins):
       * ``"online"``: ``N`` candidates in one batched call; ``b`` balanced rank halvings with the key's bits
         (``RULES["online"]``, E5/E6), uniform survivor. Distortion-free for every ``N % 2**b == 0`` (C10).
-      * ``"offline"``: batches of ``offline_batch``; stop at the first perfect match count ``h = b``, else the
-        argmax of ``h`` over all ``N`` with uniform ties (``RULES["offline"]``, E7; law X2).
+      * ``"offline"``: candidates in draw order as their rows end (``offline_batch`` rows per sampler request);
+        stop at the first perfect match count ``h = b``, else the argmax of ``h`` over all ``N`` with uniform
+        ties (``RULES["offline"]``, E7; law X2).
       * ``"semstamp"`` and its k-means variant: cell = LSH signs of ``lsh_dim`` key-derived normals / nearest of
         ``n_clusters`` centroids; green set of ``g = round(gamma M)`` cells per position; retry batches of ``N``
         up to ``max_trials``, then uniform fallback (E3, C6); ``margin``, ``green_seeding`` as the reference code.

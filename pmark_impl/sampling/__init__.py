@@ -36,7 +36,14 @@ from pmark_impl.sampling._checks import (
     describe,
     split_text,
 )
-from pmark_impl.sampling._context import context_for, draw_candidates, embed, sampler_device, torch_generator
+from pmark_impl.sampling._context import (
+    context_for,
+    draw_candidates,
+    embed,
+    sampler_device,
+    stream_candidates,
+    torch_generator,
+)
 from pmark_impl.sampling._protocols import CandidateLike, SentenceEncoder, SentenceSampler
 from pmark_impl.sampling._segment import TERMINAL_MARKS, normalize_whitespace, split_sentences
 
@@ -100,6 +107,7 @@ __all__ = [
     "split_sentences",
     "split_text",
     "split_within_budget",
+    "stream_candidates",
     "torch_generator",
     *sorted(_LAZY),
 ]

@@ -7,7 +7,7 @@ position (:func:`context_for`), a seeded ``torch.Generator`` on the sampler's de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,7 +15,14 @@ import numpy as np
 from pmark_impl.sampling._checks import check_sentences, check_str
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["context_for", "draw_candidates", "embed", "sampler_device", "torch_generator"]
+__all__ = [
+    "context_for",
+    "draw_candidates",
+    "embed",
+    "sampler_device",
+    "stream_candidates",
+    "torch_generator",
+]
 
 
 def context_for(prompt: str, sentences: Sequence[str]) -> str:
@@ -90,3 +97,44 @@ def draw_candidates(sampler: Any, context: str, n: int, generator: Any) -> list[
     from pmark_impl.sampling._checks import check_candidates
 
     return check_candidates(sampler.sample(context, n, generator), n, generation=True)
+
+
+def stream_candidates(
+    sampler: Any, context: str, n: int, generator: Any, batch: int, chunk: int = 1
+) -> Iterator[Any]:
+    """Up to ``n`` candidates in draw order, ``batch`` rows per sampler request, each yielded once it has ended.
+
+    The draws are those of ``draw_candidates`` called ``⌈n / batch⌉`` times with ``min(batch, n − k)`` rows (the
+    same row seeds from ``generator``, the same candidates, the same order); a reader that stops early closes
+    the iterator and the draws it did not read cost nothing more. A sampler with ``sample_stream(context, n,
+    generator, batch, chunk)`` (the batched engine's text client, :mod:`pmark_impl.generation._many`) hands
+    candidates over as their rows end, ``chunk`` at a time within a request, so a reader need not wait for the
+    slowest row of a batch; any other sampler is called batch by batch (issue 40).
+
+    Args:
+      sampler: the sentence sampler.
+      context: the LM context.
+      n: the most candidates drawn.
+      generator: the position's ``torch.Generator``.
+      batch: rows per sampler request.
+      chunk: candidates the reader takes at a time (a hint: fewer hand-overs; the candidates are the same).
+
+    Yields:
+      Checked candidates (one sentence each), in draw order.
+    """
+    from pmark_impl.sampling._checks import check_candidates
+
+    stream = getattr(sampler, "sample_stream", None)
+    if callable(stream):
+        rows = stream(context, n, generator, batch, chunk)
+        try:
+            for cand in rows:
+                yield check_candidates([cand], 1, generation=True)[0]
+        finally:
+            rows.close()  # the rows not read are cancelled now, not when the iterator is collected
+        return
+    done = 0
+    while done < n:
+        m = min(batch, n - done)
+        yield from draw_candidates(sampler, context, m, generator)
+        done += m

@@ -23,11 +23,9 @@ offline PMark's first-match-in-draw-order rule the argument is the same: candida
 whether candidates ``> i`` were decoded before, after or beside it, so speculating the next batch changes the
 cost, never the chosen sentence (X2 unchanged; tested by exact enumeration on the tiny LM).
 
-**Why not transformers' continuous batching** (``generate_batch``, paged attention; 5.x source read in issue 26):
-it samples all requests with one ``torch.multinomial`` call and one global seed (a request's tokens depend on its
-batch-mates), in float32, without access to raw logits (no float64 law), and stops only at EOS or
-``max_new_tokens`` (no stopping rule on decoded text). Each of these breaks a guarantee above, so the engine keeps
-its own loop over a ``DynamicCache`` and uses the library for the forward passes only.
+**Why not transformers' continuous batching** (``generate_batch``): one ``torch.multinomial`` call and one global
+seed for all requests, float32, no raw logits, no stopping rule on decoded text — each breaks a guarantee above
+(``docs/throughput.md``); the engine keeps its own loop and uses the library for the forward passes only.
 
 Supported models: a cache of plain ``DynamicLayer`` layers (full attention: Llama, SmolLM2, Qwen2, OPT, ...) and
 RoPE whose frequencies do not depend on the batch (:func:`~pmark_impl.sampling._kv.batching_refusal`);
@@ -85,7 +83,10 @@ class Request:
       owner: the driver's tag (a text index).
       context_ids: the context's token ids.
       results: the candidates, row order = draw order (``None`` until the row ends).
+      prefix: how many leading rows have ended (the candidates a streaming reader may take, in draw order).
       speculative: decoded only in free slots until :meth:`DecodeEngine.promote` makes it a real request.
+      stream: :meth:`DecodeEngine.run` also returns when its ``prefix`` reaches ``want`` (a reader that stops
+        early, issue 40; ``want`` and ``read``, the rows the reader took, are set by the driver).
     """
 
     def __init__(self, owner: Any, context_ids: tuple[int, ...], seeds: list[int]) -> None:
@@ -95,7 +96,9 @@ class Request:
         self.rows = [_Row(self, i) for i in range(len(self.seeds))]
         self.results: list[Candidate | None] = [None] * len(self.seeds)
         self.remaining = len(self.seeds)
+        self.prefix = self.want = self.read = 0
         self.speculative = False
+        self.stream = False
 
     @property
     def done(self) -> bool:
@@ -187,8 +190,9 @@ class DecodeEngine:
         self.spec_queue = deque(r for r in self.spec_queue if r.req is not req)
 
     def cancel(self, req: Request) -> None:
-        """Drop ``req``'s rows from the queues and free their slots (a speculation that was not needed)."""
-        self.stats["wasted_rows"] += sum(1 for r in req.rows if r.placed)
+        """Drop ``req``'s rows from the queues and free their slots (a speculation that was not needed, or a stream's
+        rows after its first ``read``: those decoded count as wasted)."""
+        self.stats["wasted_rows"] += sum(1 for r in req.rows[req.read :] if r.placed)
         self.queue = deque(r for r in self.queue if r.req is not req)
         self.spec_queue = deque(r for r in self.spec_queue if r.req is not req)
         for j, row in enumerate(self.slots):
@@ -199,7 +203,8 @@ class DecodeEngine:
 
     @torch.inference_mode()
     def run(self) -> list[Request]:
-        """Decode until at least one real request completes; return those (``[]``: no real row is left)."""
+        """Decode until at least one real request completes or a real streaming request's ``prefix`` grows; return
+        those (``[]``: no real row is left)."""
         t0 = time.perf_counter()
         try:
             self._admit()
@@ -213,16 +218,19 @@ class DecodeEngine:
 
     def _step(self) -> list[Request]:
         """Sample every live slot, end rows, refill slots, then one forward pass over all slots."""
-        ended = self.tokens.step(self.logits, self._live_slots(), self.slots, self.stats)
-        self.pending.clear()
         completed: list[Request] = []
-        for j, cand in ended:
+        for j, cand in self.tokens.step(self.logits, self._live_slots(), self.slots, self.stats):
             req = self.slots[j].req
             req.results[self.slots[j].index] = cand
             req.remaining -= 1
             self._kill(j)
-            if req.remaining == 0 and not req.speculative:
+            start = req.prefix
+            while req.prefix < len(req.results) and req.results[req.prefix] is not None:
+                req.prefix += 1
+            grew = req.stream and start < req.want <= req.prefix
+            if (req.remaining == 0 or grew) and not req.speculative and req not in completed:
                 completed.append(req)
+        self.pending.clear()
         self._admit()
         if any(r is not None for r in self.slots):
             self._forward(self.tokens.feed(self._live_slots(), self.pending, self.slots))

@@ -21,7 +21,7 @@ record and read back from it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeAlias
 
 import numpy as np
@@ -205,6 +205,14 @@ class Draw(NamedTuple):
         from pmark_impl.sampling import draw_candidates
 
         return draw_candidates(self.sampler, self.context, n, self.generator)
+
+    def stream(self, n: int, batch: int, chunk: int = 1) -> Iterator[CandidateLike]:
+        """Up to ``n`` candidates in draw order, ``batch`` rows per sampler request, each as soon as it has ended
+        (:func:`pmark_impl.sampling.stream_candidates`: the draws of ``⌈n / batch⌉`` calls of :meth:`sample`);
+        a rule that stops early closes the iterator and the rows it did not read are cancelled (issue 40)."""
+        from pmark_impl.sampling import stream_candidates
+
+        return stream_candidates(self.sampler, self.context, n, self.generator, batch, chunk)
 
 
 class DetectRequest(NamedTuple):

@@ -1,12 +1,18 @@
-"""Offline PMark (E7, law X2): batches of candidates until the first perfect match count ``h = b``.
+"""Offline PMark (E7, law X2): candidates in draw order until the first perfect match count ``h = b``.
 
-The output is uniform over the maximal-``h`` candidates drawn so far: the first batch with a perfect match gives
-its perfect candidates, else the argmax over all ``N`` — the law of the argmax over ``N`` iid candidates with a
-uniform tie-break (E7). Detection compares each proxy with 0 (no LM needed).
+The output is the first candidate of draw order with a perfect match, else the argmax of ``h`` over all ``N`` with
+a uniform tie-break — the law of the argmax over ``N`` iid candidates with a uniform tie-break (E7; the candidates
+are iid, so the first perfect one has the law of a uniformly chosen perfect one). The candidates arrive as they
+end (:meth:`~pmark_impl.schemes._base.Draw.stream`, ``offline_batch`` rows per sampler request) and are embedded
+in fixed chunks of :data:`CHUNK` of draw order — the same chunks whatever the sampler, so the embeddings, hence
+the texts, do not depend on how the rows were batched (issue 40). Until issue 40 the rule took a uniform choice
+among the perfect candidates of the first *batch* holding one: the same law, other texts. Detection compares
+each proxy with 0 (no LM needed).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import jax
@@ -14,14 +20,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
-from pmark_impl.sampling import draw_candidates, embed
+from pmark_impl.sampling import embed, stream_candidates
 from pmark_impl.schemes import _pmark, pmark_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._laws import argmax_law
 from pmark_impl.schemes._pmark_tests import resolve_test
 from pmark_theory._rules import RULES, offline_scores, select_from_mask
 
-__all__ = ["SCHEME", "offline_step"]
+__all__ = ["CHUNK", "SCHEME", "offline_step"]
+
+#: Candidates embedded per encoder call, in draw order (the rule looks for a perfect match after each chunk).
+CHUNK = 4
 
 
 @jax.jit
@@ -36,7 +45,7 @@ def _offline_choice(
     return select_from_mask(k_choice, mask), mask, offline_scores(proxies, bits)
 
 
-_max_score = jax.jit(lambda proxies, bits: jnp.max(offline_scores(proxies, bits)))
+_scores = jax.jit(offline_scores)
 
 
 def offline_step(
@@ -51,27 +60,34 @@ def offline_step(
     batch: int,
     centre: np.ndarray | None = None,
 ) -> StepOutput:
-    """Offline PMark (E7, law X2): batches of ``batch``, stop at the first perfect match count ``h = b``.
+    """Offline PMark (E7, law X2): the first perfect match count ``h = b`` in draw order (module docstring).
 
     Args:
       rng, sampler, encoder, context, gen, v, bits: as :func:`pmark_impl.schemes.online.online_step`.
       n: ``N``, the most candidates drawn.
-      batch: candidates per sampler call.
+      batch: rows per sampler request (the draws, hence the output, do not depend on it; the cost does).
       centre: as :func:`pmark_impl.schemes.online.online_step`.
 
     Returns:
-      :class:`StepOutput`; ``matches`` is the output's match count ``h_r``.
+      :class:`StepOutput`: the candidates up to the first perfect match (all ``N`` without one); ``matches`` is the
+      output's match count ``h_r``.
     """
     b = v.shape[0]
     cands: list[Any] = []
     blocks: list[np.ndarray] = []
-    while len(cands) < n:
-        m = min(batch, n - len(cands))
-        new = draw_candidates(sampler, context, m, gen)
-        cands += new
-        blocks.append(_pmark.proxies(v, embed(encoder, [c.text for c in new], v.shape[1]), centre))
-        if int(_max_score(jnp.asarray(blocks[-1]), jnp.asarray(bits))) == b:
-            break
+    stream = stream_candidates(sampler, context, n, gen, batch, CHUNK)
+    try:
+        while len(cands) < n:
+            chunk = list(itertools.islice(stream, min(CHUNK, n - len(cands))))
+            block = _pmark.proxies(v, embed(encoder, [c.text for c in chunk], v.shape[1]), centre)
+            perfect = np.flatnonzero(np.asarray(_scores(jnp.asarray(block), jnp.asarray(bits))) == b)
+            keep = len(chunk) if perfect.size == 0 else int(perfect[0]) + 1
+            cands += chunk[:keep]
+            blocks.append(block[:keep])
+            if perfect.size:
+                break
+    finally:
+        stream.close()
     proxies = np.concatenate(blocks)
     m = proxies.shape[0]
     pad = np.where(np.asarray(bits) == 1, -1.0, 1.0)  # Sig_j(pad) != r_j on every channel: h = 0
@@ -115,7 +131,7 @@ def _detect(request: DetectRequest) -> list[Any]:
 
 SCHEME = Scheme(
     name="offline",
-    summary="PMark offline: batches until the first perfect match count h = b, else the argmax of h over N (E7, X2)",
+    summary="PMark offline: the first perfect match count h = b in draw order, else the argmax of h over N (E7, X2)",
     step=_step,
     detect=_detect,
     options=(
@@ -123,7 +139,8 @@ SCHEME = Scheme(
             "offline_batch",
             4,
             lambda v: check_limit("offline_batch", v),
-            "candidates per sampler call; the draw stops at the first batch holding a perfect match",
+            "rows per sampler request: candidates arrive as they end and the draw stops at the first perfect match "
+            "in draw order (the output does not depend on it, the cost does)",
             cli_default=16,  # pmark generate: the fastest per sentence measured on SmolLM2
         ),
         *_pmark.DETECT_OPTIONS,

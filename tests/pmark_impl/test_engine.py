@@ -129,7 +129,7 @@ def test_speculation_is_used_and_wasted_rows_counted(sampler, key, monkeypatch):
 # ---- offline's law under speculation: exact enumeration ----
 
 
-def _first_sentence_chi2(tiny_lm, key, mutate=None, monkeypatch=None) -> float:
+def _first_sentence_chi2(tiny_lm, key, mutate=None, monkeypatch=None, batch: int = 2) -> float:
     from pmark_impl.sampling import enumerate_sentences
     from pmark_impl.schemes import Setup, get_scheme, resolve_settings
 
@@ -138,7 +138,7 @@ def _first_sentence_chi2(tiny_lm, key, mutate=None, monkeypatch=None) -> float:
     lm = LMSentenceSampler(model, tok, cfg)
     enc = FakeEncoder(DIM)
     scheme = get_scheme("offline")
-    n, batch = 8, 2
+    n = 8
     settings = resolve_settings(scheme, {"offline_batch": batch}, key=key, n_candidates=n, channels=2)
     texts, probs = enumerate_sentences(model, tok, PROMPTS[0], cfg)
     law = np.asarray(scheme.law(Setup(key, enc, PROMPTS[0], n, 2, settings), texts, probs))

@@ -1,12 +1,24 @@
-"""How many texts share a batch: whether a sampler batches at all, and the texts per group (issues 26, 40)."""
+"""The batched route's arguments: whether a sampler batches at all, the texts per group (issues 26, 40), one seed per
+prompt and the on/off flags, checked."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pmark_impl._limits import MAX_BATCH_TEXTS
+import numpy as np
 
-__all__ = ["DEFAULT_BATCH_TEXTS", "ROWS_PER_TEXT", "supports_batching", "texts_per_batch"]
+from pmark_impl._limits import MAX_BATCH_TEXTS
+from pmark_impl.sampling import check_seed, describe
+from pmark_theory._validate import PMarkValueError
+
+__all__ = [
+    "DEFAULT_BATCH_TEXTS",
+    "ROWS_PER_TEXT",
+    "check_flag",
+    "check_seeds",
+    "supports_batching",
+    "texts_per_batch",
+]
 
 #: Slots per text of a group when ``batch_texts`` is not given (:func:`texts_per_batch`).
 ROWS_PER_TEXT = 8
@@ -47,3 +59,28 @@ def texts_per_batch(sampler: Any, max_rows: int | None = None) -> int:
             return DEFAULT_BATCH_TEXTS
         max_rows = int(sampler.default_max_rows())
     return int(min(max(max_rows // ROWS_PER_TEXT, 1), MAX_BATCH_TEXTS))
+
+
+def check_seeds(seeds: Any, count: int) -> list[int]:
+    """``seeds`` as one seed per prompt: an int (NumPy integers too) for every prompt, or a list, tuple, range or
+    1-d integer array of ``count`` ints (a set, a dict, a str or a float is refused: no order, or not seeds)."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        return [check_seed(seeds, "seeds")] * count
+    if isinstance(seeds, np.ndarray) and seeds.ndim == 1:
+        seeds = seeds.tolist()
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple, range)):
+        raise PMarkValueError(
+            f"seeds must be one seed (an int) or a list of one int per prompt, got {describe(seeds)}"
+        )
+    if len(seeds) != count:
+        raise PMarkValueError(f"seeds has {len(seeds)} entries for {count} prompts")
+    return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+
+
+def check_flag(name: str, value: Any, optional: bool = False) -> Any:
+    """``value`` as a bool (NumPy's too), or ``None`` when ``optional``; a str such as ``'no'`` is refused."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise PMarkValueError(f"{name} must be True or False{' or None' * optional}, got {describe(value)}")
+    return bool(value)
