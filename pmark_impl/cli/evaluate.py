@@ -255,6 +255,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from pmark_impl.evaluate import (
         EvalConfig,
         EvalContext,
+        agreed_min,
         check_ours,
         check_prompt_lengths,
         finish,
@@ -342,6 +343,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         "device": (device or "cpu").split(":")[0],
     }
     start(world)
+    if ctx.batch_texts is None:  # the default group depends on the device: every rank takes the smallest
+        from pmark_impl.generation import texts_per_batch
+
+        ctx.batch_texts = agreed_min(world, texts_per_batch(ctx.sampler))
     bar = _progress(args, world, rank_units(ctx, len(documents), world), config.max_sentences)
     ctx.on_sentence, ctx.on_stage = (
         getattr(bar, "step", None),

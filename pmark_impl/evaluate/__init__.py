@@ -22,7 +22,7 @@ from pmark_impl.evaluate._config import (
     parse_grid,
     unit_seed,
 )
-from pmark_impl.evaluate._distributed import World, finish, start, world_from_env
+from pmark_impl.evaluate._distributed import World, agreed_min, finish, start, world_from_env
 from pmark_impl.evaluate._folder import check_ours
 from pmark_impl.evaluate._prompts import (
     EvalDocument,
@@ -45,6 +45,7 @@ __all__ = [
     "EvaluationError",
     "RunSpec",
     "World",
+    "agreed_min",
     "build_runs",
     "builtin_prompts",
     "check_ours",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pmark_theory._validate import PMarkValueError
 
-__all__ = ["World", "agree", "barrier", "finish", "start", "world_from_env"]
+__all__ = ["World", "agree", "agreed_min", "barrier", "finish", "start", "world_from_env"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,19 @@ def agree(world: World, ok: bool) -> bool:
     flag = torch.tensor([1 if ok else 0], dtype=torch.int64)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN)
     return bool(flag.item())
+
+
+def agreed_min(world: World, value: int) -> int:
+    """The smallest of every rank's ``value`` (an all-reduce; a barrier too): one group size for all ranks, whose
+    devices may differ (issue 40)."""
+    if not world.distributed:
+        return int(value)
+    import torch
+    import torch.distributed as dist
+
+    out = torch.tensor([int(value)], dtype=torch.int64)
+    dist.all_reduce(out, op=dist.ReduceOp.MIN)
+    return int(out.item())
 
 
 def finish(world: World) -> None:

@@ -192,6 +192,11 @@ def _groups(world: World, ctx: EvalContext, n_documents: int) -> list[Any]:
     sampler's :func:`~pmark_impl.generation.texts_per_batch`, a function of the model and its device only)."""
     from pmark_impl.generation import texts_per_batch  # pulls in torch: on first use
 
+    if ctx.batch_texts is None and world.distributed:
+        raise EvaluationError(
+            "batch_texts must be set when several processes evaluate: the default depends on each rank's device "
+            "(pmark evaluate agrees on the smallest across ranks)"
+        )
     size = ctx.batch_texts if ctx.batch_texts is not None else texts_per_batch(ctx.sampler)
     return world.shard_groups(n_documents, max(int(size), 1))
 

@@ -127,11 +127,15 @@ def stream_candidates(
     stream = getattr(sampler, "sample_stream", None)
     if callable(stream):
         rows = stream(context, n, generator, batch, chunk)
+        given = 0
         try:
             for cand in rows:
+                given += 1
                 yield check_candidates([cand], 1, generation=True)[0]
         finally:
             rows.close()  # the rows not read are cancelled now, not when the iterator is collected
+        if given != n:
+            raise PMarkValueError(f"sampler.sample_stream gave {given} candidates, expected {n}")
         return
     done = 0
     while done < n:

@@ -40,8 +40,8 @@ from pmark_impl.sampling._token_law import (
 
 __all__ = ["SEED_BOUND", "row_blocks", "row_generators", "row_seeds", "row_uniforms", "sample_rows"]
 
-#: Elements per float64 chunk of :func:`_logsumexp64` on a CPU.
-CPU_CHUNK = 4 * 49_152
+#: Elements per float64 chunk of :func:`_logsumexp64`, and its most rows.
+CPU_CHUNK, MAX_CHUNK_ROWS = 4 * 49_152, 64
 
 #: Row seeds are drawn uniformly from ``[0, SEED_BOUND)`` (63 bits: ``manual_seed`` takes any int64).
 SEED_BOUND = 2**63 - 1
@@ -146,17 +146,25 @@ def _rows_in_shortlist(
 
 
 def _logsumexp64(logits: torch.Tensor, temperature: float, chunk: int | None = None) -> torch.Tensor:
-    """``[n, 1]`` float64 ``logsumexp(logits / T)``; on a CPU a few rows at a time (:data:`CPU_CHUNK` elements: the
-    float64 copy of a whole ``[n, V]`` batch costs 4× more than chunks that stay in cache; 4 rows of SmolLM2's
-    49,152 logits, every row at once for a small vocabulary), elsewhere all rows in one call. Each row's value is
-    the same either way (a row-wise reduction)."""
+    """``[n, 1]`` float64 ``logsumexp(logits / T)``, ``chunk`` rows per call, every call of the same shape.
+
+    Default chunk: :data:`CPU_CHUNK` elements, at most :data:`MAX_CHUNK_ROWS` rows (4 rows of SmolLM2's 49,152
+    logits: the float64 copy of a whole ``[n, V]`` batch costs 4× more on a CPU than chunks that stay in cache).
+    The last chunk is padded to full size, so a row's value never depends on how many rows share the call, on any
+    device (a GPU's reduction kernels choose how to split a row by the tensor's shape).
+    """
+    n, v = logits.shape
     if chunk is None:
-        cpu = logits.device.type == "cpu"
-        chunk = max(CPU_CHUNK // logits.shape[-1], 1) if cpu else max(logits.shape[0], 1)
-    parts = [
-        torch.logsumexp(logits[i : i + chunk].to(torch.float64) / temperature, dim=-1, keepdim=True)
-        for i in range(0, logits.shape[0], chunk)
-    ]
+        chunk = min(max(CPU_CHUNK // v, 1), MAX_CHUNK_ROWS)
+    parts = []
+    for i in range(0, n, chunk):
+        part = logits[i : i + chunk]
+        short = chunk - part.shape[0]
+        if short:
+            part = torch.cat([part, part.new_zeros(short, v)])
+        parts.append(
+            torch.logsumexp(part.to(torch.float64) / temperature, dim=-1, keepdim=True)[: chunk - short]
+        )
     return torch.cat(parts)
 
 

@@ -175,6 +175,12 @@ def test_offline_law_exact_under_speculation(tiny_lm, key):
     assert _first_sentence_chi2(tiny_lm, key) > 1e-3
 
 
+def test_offline_law_exact_with_streamed_chunks(tiny_lm, key):
+    """The same test with all 8 candidates in one streamed request: read as rows end, in chunks of 4, the rows
+    after the first perfect match cancelled (issue 40)."""
+    assert _first_sentence_chi2(tiny_lm, key, batch=8) > 1e-3
+
+
 def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch):
     """Negative control: a refilled slot that samples its row's first token from the previous occupant's logits
     (the natural bug of continuous batching: the new row's prefill logits not installed) must be rejected by the
@@ -284,9 +290,11 @@ def test_unbatchable_models_run_one_text_at_a_time(layout, key, monkeypatch):
     assert _same(many, one)
 
 
-def test_a_text_failing_mid_run_stops_the_group(sampler, key):
-    """An encoder that fails on its 5th call (inside some text's step, after other texts have decoded): the error
-    reaches the caller, every text thread ends, nothing hangs."""
+@pytest.mark.parametrize("scheme", ["online", "offline"])
+def test_a_text_failing_mid_run_stops_the_group(sampler, key, scheme):
+    """An encoder that fails on its 5th call (inside some text's step, after other texts have decoded; offline: in
+    the middle of a stream, other texts' streams open): the error reaches the caller, every text thread ends,
+    nothing hangs."""
     import threading
 
     class Failing(FakeEncoder):
@@ -300,7 +308,7 @@ def test_a_text_failing_mid_run_stops_the_group(sampler, key):
 
     before = threading.active_count()
     with pytest.raises(RuntimeError, match="encoder broke"):
-        generate_many(key, sampler, Failing(DIM), PROMPTS, seeds=SEEDS, scheme="online", n_candidates=8)
+        generate_many(key, sampler, Failing(DIM), PROMPTS, seeds=SEEDS, scheme=scheme, **SCHEMES[scheme])
     assert threading.active_count() == before
 
 

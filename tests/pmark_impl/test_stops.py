@@ -95,9 +95,18 @@ def _run(sampler, per_row: bool, scheme: str = "offline", **kw):
 
 
 @pytest.mark.parametrize("scheme", ["offline", "online"])
-def test_batched_loop_equals_per_row_loop_and_decodes_fewer_rows(sampler, scheme):
-    batched, fast = _run(sampler, per_row=False, scheme=scheme, speculate=True)
-    per_row, slow = _run(sampler, per_row=True, scheme=scheme, speculate=True)
+@pytest.mark.parametrize("rows", [None, 8])
+def test_batched_loop_equals_per_row_loop_and_decodes_fewer_rows(sampler, scheme, rows, monkeypatch):
+    """With the default slots and with 8 (queueing, and speculated rows evicted and restarted by both loops)."""
+    from pmark_impl.sampling._token_loops import PerRowTokens
+
+    evicted = []
+    real = PerRowTokens.evict
+    monkeypatch.setattr(PerRowTokens, "evict", lambda self, row: evicted.append(row) or real(self, row))
+    batched, fast = _run(sampler, per_row=False, scheme=scheme, speculate=True, max_rows=rows)
+    per_row, slow = _run(sampler, per_row=True, scheme=scheme, speculate=True, max_rows=rows)
+    if rows == 8 and scheme == "offline":  # offline's next batches are speculated, and evicted for real rows
+        assert evicted
     assert batched == per_row
     assert slow["decoded_rows"] == slow["row_steps"]
     # the tiny LM ends a sentence after ~3 tokens: at least a third of the tokens need no decode
@@ -129,14 +138,3 @@ def test_sample_rows_does_not_depend_on_the_logsumexp_chunk(vocab):
     want = sample_rows(logits, cfg, u, chunk=4)
     for chunk in (1, 37, None):
         assert torch.equal(sample_rows(logits, cfg, u, chunk=chunk), want)
-
-
-def test_texts_per_batch_follows_the_slots(sampler):
-    from pmark_impl._limits import MAX_BATCH_TEXTS
-    from pmark_impl.generation import texts_per_batch
-    from pmark_impl.sampling._kv import CPU_ROWS
-
-    assert texts_per_batch(sampler) == CPU_ROWS // 8 == 16  # the tiny LM on the CPU: 128 slots
-    assert [texts_per_batch(sampler, rows) for rows in (1, 7, 8, 64, 1024)] == [1, 1, 1, 8, 128]
-    assert texts_per_batch(sampler, 10**9) == MAX_BATCH_TEXTS
-    assert texts_per_batch(object()) == 8  # a sampler without an engine runs one text at a time anyway
