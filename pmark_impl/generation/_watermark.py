@@ -106,10 +106,12 @@ def generate(
         stop at the first perfect match count ``h = b``, else the argmax of ``h`` over all ``N`` with uniform
         ties (``RULES["offline"]``, E7; law X2).
       * ``"semstamp"`` and its k-means variant: cell = LSH signs of ``lsh_dim`` key-derived normals / nearest of
-        ``n_clusters`` centroids; green set of ``g = round(gamma M)`` cells per position; retry batches of ``N``
-        up to ``max_trials``, then uniform fallback (E3, C6); ``margin``, ``green_seeding`` as the reference code.
-      * ``"simmark"``: no key (E20); a candidate is valid when its cosine with the previous sentence lies in
-        ``[simmark_low, simmark_high]``; detect it with a :func:`pmark_impl.calibrate_simmark` calibration.
+        ``n_clusters`` centroids; green set of ``g = round(gamma M)`` cells per position; the first green candidate
+        in draw order (``N`` rows per sampler request, at most ``max_trials`` requests), else a uniform candidate
+        of the last batch (E3, C6); ``margin``, ``green_seeding`` as the reference code.
+      * ``"simmark"``: no key (E20); the first candidate in draw order whose cosine with the previous sentence
+        lies in ``[simmark_low, simmark_high]`` (retries as SemStamp's); detect it with a
+        :func:`pmark_impl.calibrate_simmark` calibration.
 
     Args:
       key: the watermark key (pivots, bits, seeds).

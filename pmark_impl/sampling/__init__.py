@@ -37,6 +37,7 @@ from pmark_impl.sampling._checks import (
     split_text,
 )
 from pmark_impl.sampling._context import (
+    STREAM_CHUNK,
     context_for,
     draw_candidates,
     embed,
@@ -83,6 +84,7 @@ __all__ = [
     "MAX_ONLINE_CANDIDATES",
     "MAX_TEXT_CHARS",
     "MAX_TEXT_SENTENCES",
+    "STREAM_CHUNK",
     "TERMINAL_MARKS",
     "CandidateLike",
     "SentenceEncoder",

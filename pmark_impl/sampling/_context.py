@@ -16,6 +16,7 @@ from pmark_impl.sampling._checks import check_sentences, check_str
 from pmark_theory._validate import PMarkValueError
 
 __all__ = [
+    "STREAM_CHUNK",
     "context_for",
     "draw_candidates",
     "embed",
@@ -23,6 +24,10 @@ __all__ = [
     "stream_candidates",
     "torch_generator",
 ]
+
+#: Candidates a streaming rule embeds per encoder call, in fixed chunks of draw order (the same chunks whatever the
+#: sampler, so the embeddings do not depend on how the rows were batched; issue 40).
+STREAM_CHUNK = 4
 
 
 def context_for(prompt: str, sentences: Sequence[str]) -> str:

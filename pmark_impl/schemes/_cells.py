@@ -15,6 +15,7 @@ calibrated on human text (its cell masses, K1: :mod:`pmark_impl.keys._cell_calib
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -25,7 +26,7 @@ import numpy as np
 
 from pmark_impl._limits import check_limit
 from pmark_impl.keys import cell_map_digest
-from pmark_impl.sampling import check_number, draw_candidates, embed, embed_reporting
+from pmark_impl.sampling import STREAM_CHUNK, check_number, embed, embed_reporting, stream_candidates
 from pmark_impl.schemes import cell_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SentenceLaws, Setup, StepOutput
 from pmark_impl.schemes._cell_fit import cell_calibration
@@ -124,7 +125,16 @@ def cell_step(
     max_trials: int,
     clear_fn: Callable[[np.ndarray], Any] | None = None,
 ) -> StepOutput:
-    """SemStamp / k-SemStamp (C5–C7, E3): redraw batches of ``N`` until one holds a valid candidate.
+    """SemStamp / k-SemStamp (C5–C7, E3): candidates in draw order until the first valid one, ``N`` per batch.
+
+    The candidates arrive as their rows end (:func:`~pmark_impl.sampling.stream_candidates`, ``N`` rows per sampler
+    request, at most ``max_trials`` requests) and are embedded in fixed chunks of
+    :data:`~pmark_impl.sampling.STREAM_CHUNK` of draw order; the output is the first valid candidate (green, and
+    margin-clear with ``clear_fn``), else — no valid one in ``N · max_trials`` — a uniform candidate of the last
+    batch. Until issue 40 the output was a uniform valid candidate of the first *batch* holding one: the same law
+    (the candidates are iid, so the first valid one has the law of a uniformly chosen valid one; C6 checked by
+    enumeration in ``tests/pmark_impl/test_watermark.py``), other texts; the reference implementation's rejection
+    sampling also takes the first valid sentence.
 
     Args:
       rng, sampler, encoder, context, gen: as :func:`pmark_impl.schemes.online.online_step`.
@@ -137,27 +147,32 @@ def cell_step(
         when green AND clear. ``None``: no margin rejection.
 
     Returns:
-      :class:`StepOutput`; ``matches`` is ``None``, ``trials`` the batches drawn, ``fallback`` whether no
-      batch held a valid candidate (uniform over the last batch, margin-clear or not).
+      :class:`StepOutput`: the candidates up to the first valid one; ``matches`` is ``None``, ``trials`` the batches
+      drawn from, ``fallback`` whether none was valid (uniform over the last batch, margin-clear or not).
     """
-    offset = 0
+    total = n * max_trials
     cands: list[Any] = []
-    for trial in range(1, max_trials + 1):
-        new = draw_candidates(sampler, context, n, gen)
-        cands += new
-        emb = embed(encoder, [c.text for c in new], dim)
-        cells = cell_fn(emb)
-        valid = np.asarray(_green_candidates(cells, jnp.asarray(green)))
-        if clear_fn is not None:
-            valid = valid & np.asarray(clear_fn(emb), dtype=bool)
+    stream = stream_candidates(sampler, context, total, gen, n, STREAM_CHUNK)
+    try:
+        while len(cands) < total:
+            chunk = list(itertools.islice(stream, min(STREAM_CHUNK, total - len(cands))))
+            emb = embed(encoder, [c.text for c in chunk], dim)
+            valid = np.asarray(_green_candidates(cell_fn(emb), jnp.asarray(green)))
+            if clear_fn is not None:
+                valid = valid & np.asarray(clear_fn(emb), dtype=bool)
+            hit = np.flatnonzero(valid)
+            if hit.size:
+                first = len(cands) + int(hit[0])
+                cands += chunk[: int(hit[0]) + 1]
+                return StepOutput(cands, first, (first,), None, first // n + 1, False)
+            cands += chunk
+    finally:
+        stream.close()
+    for _ in range(max_trials):  # the choice key of the last batch, as when each batch split the key
         rng, k_choice = jax.random.split(rng)
-        fallback = not valid.any()
-        if not fallback or trial == max_trials:
-            mask = valid if not fallback else np.ones(n, dtype=bool)
-            local, sel = _choose(k_choice, mask)
-            return StepOutput(cands, offset + local, tuple(offset + i for i in sel), None, trial, fallback)
-        offset += n
-    raise AssertionError("unreachable")  # pragma: no cover
+    offset = total - n
+    local, sel = _choose(k_choice, np.ones(n, dtype=bool))
+    return StepOutput(cands, offset + local, tuple(offset + i for i in sel), None, max_trials, True)
 
 
 def _green(key: Any, state: CellState, t: int, seeding: str) -> np.ndarray:

@@ -37,6 +37,7 @@ Where this differs from the reference, and why:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -47,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl.sampling import (
+    STREAM_CHUNK,
     SentenceEncoder,
     SentenceSampler,
     check_candidates,
@@ -54,6 +56,7 @@ from pmark_impl.sampling import (
     check_str,
     embed,
     split_text,
+    stream_candidates,
 )
 from pmark_impl.schemes._base import StepOutput
 from pmark_impl.schemes._simmark_calibration import SimMarkCalibration, pair_cosines
@@ -101,7 +104,14 @@ def simmark_step(
     high: float,
     max_trials: int,
 ) -> StepOutput:
-    """SimMark (E20): redraw batches of ``N`` until one holds a candidate whose cosine with ``prev_emb`` is in ``G``.
+    """SimMark (E20): candidates in draw order until the first whose cosine with ``prev_emb`` is in ``G``.
+
+    ``N`` rows per sampler request, at most ``max_trials`` requests; the candidates arrive as their rows end
+    (:func:`~pmark_impl.sampling.stream_candidates`) and are embedded in fixed chunks of
+    :data:`~pmark_impl.sampling.STREAM_CHUNK` of draw order. The output is the first valid candidate (as the
+    reference's rejection sampling takes the first valid sentence), else — none valid in ``N · max_trials`` — a
+    uniform candidate of the last batch. Until issue 40 it was a uniform valid candidate of the first *batch*
+    holding one: the same law (iid candidates), other texts.
 
     Args:
       rng: JAX key of the uniform choices.
@@ -117,7 +127,7 @@ def simmark_step(
 
     Returns:
       ``(candidates, chosen, selectable, matches, trials, fallback)`` as the other steps
-      (:class:`pmark_impl.schemes.StepOutput`); ``matches`` is ``None``.
+      (:class:`pmark_impl.schemes.StepOutput`): the candidates up to the first valid one; ``matches`` is ``None``.
 
     Raises:
       PMarkValueError: bad sizes or interval, a sampler returning the wrong number of candidates, an
@@ -126,26 +136,33 @@ def simmark_step(
     n = check_positive_int("n_candidates", n)
     max_trials = check_positive_int("max_trials", max_trials)
     lo, hi = check_simmark_interval(low, high)
+    if prev_emb is None:
+        cands = check_candidates(sampler.sample(context, n, gen), n, generation=True)
+        _, k_choice = jax.random.split(rng)
+        local = int(_select(k_choice, jnp.ones(n, dtype=bool)))
+        return StepOutput(cands, local, tuple(range(n)), None, 1, False)
+    total = n * max_trials
     cands: list[Any] = []
-    offset = 0
-    for trial in range(1, max_trials + 1):
-        new = check_candidates(sampler.sample(context, n, gen), n, generation=True)
-        cands += new
+    stream = stream_candidates(sampler, context, total, gen, n, STREAM_CHUNK)
+    try:
+        while len(cands) < total:
+            chunk = list(itertools.islice(stream, min(STREAM_CHUNK, total - len(cands))))
+            emb = embed(encoder, [_normal(c.text) for c in chunk], prev_emb.shape[0])
+            hit = np.flatnonzero(
+                np.asarray(_valid(jnp.asarray(prev_emb), jnp.asarray(emb), lo, hi), dtype=bool)
+            )
+            if hit.size:
+                first = len(cands) + int(hit[0])
+                cands += chunk[: int(hit[0]) + 1]
+                return StepOutput(cands, first, (first,), None, first // n + 1, False)
+            cands += chunk
+    finally:
+        stream.close()
+    for _ in range(max_trials):  # the choice key of the last batch, as when each batch split the key
         rng, k_choice = jax.random.split(rng)
-        if prev_emb is None:
-            mask, fallback = np.ones(n, dtype=bool), False
-        else:
-            emb = embed(encoder, [_normal(c.text) for c in new], prev_emb.shape[0])
-            valid = np.asarray(_valid(jnp.asarray(prev_emb), jnp.asarray(emb), lo, hi), dtype=bool)
-            fallback = not valid.any()
-            if fallback and trial < max_trials:
-                offset += n
-                continue
-            mask = valid if not fallback else np.ones(n, dtype=bool)
-        local = int(_select(k_choice, jnp.asarray(mask)))
-        sel = tuple(offset + int(i) for i in np.flatnonzero(mask))
-        return StepOutput(cands, offset + local, sel, None, trial, fallback)
-    raise AssertionError("unreachable")  # pragma: no cover
+    offset = total - n
+    local = int(_select(k_choice, jnp.ones(n, dtype=bool)))
+    return StepOutput(cands, offset + local, tuple(range(offset, total)), None, max_trials, True)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
-from pmark_impl.sampling import embed, stream_candidates
+from pmark_impl.sampling import STREAM_CHUNK, embed, stream_candidates
 from pmark_impl.schemes import _pmark, pmark_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, Setup, StepOutput
 from pmark_impl.schemes._laws import argmax_law
@@ -30,7 +30,7 @@ from pmark_theory._rules import RULES, offline_scores, select_from_mask
 __all__ = ["CHUNK", "SCHEME", "offline_step"]
 
 #: Candidates embedded per encoder call, in draw order (the rule looks for a perfect match after each chunk).
-CHUNK = 4
+CHUNK = STREAM_CHUNK
 
 
 @jax.jit

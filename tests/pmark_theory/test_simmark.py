@@ -137,7 +137,9 @@ def _mc_real_step(n, trials, reps, seed):
         cands, chosen, sel, _, used, fallback = simmark_step(
             jax.random.key(seed * 1_000_003 + r), sampler, enc, "ctx", gen, prev, n, 0.68, 0.76, trials
         )
-        assert chosen in sel and len(cands) == n * used and (not fallback or used == trials)
+        # the draws stop at the first valid candidate (issue 40), inside the batch ``used``
+        assert chosen in sel and n * (used - 1) < len(cands) <= n * used and (not fallback or used == trials)
+        assert fallback or (sel == (chosen,) and chosen == len(cands) - 1)
         counts[sampler.sentences.index(cands[chosen].text)] += 1
     return counts
 
