@@ -15,7 +15,6 @@ calibrated on human text (its cell masses, K1: :mod:`pmark_impl.keys._cell_calib
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -26,7 +25,7 @@ import numpy as np
 
 from pmark_impl._limits import check_limit
 from pmark_impl.keys import cell_map_digest
-from pmark_impl.sampling import STREAM_CHUNK, check_number, embed, embed_reporting, stream_candidates
+from pmark_impl.sampling import check_number, embed, embed_reporting
 from pmark_impl.schemes import cell_key
 from pmark_impl.schemes._base import DetectRequest, Draw, Option, Scheme, SentenceLaws, Setup, StepOutput
 from pmark_impl.schemes._cell_fit import cell_calibration
@@ -34,6 +33,7 @@ from pmark_impl.schemes._decision import SentenceEvidence
 from pmark_impl.schemes._decision import verdict as _verdict
 from pmark_impl.schemes._laws import retry_law
 from pmark_impl.schemes._results import count_record
+from pmark_impl.schemes._retry import first_valid
 from pmark_theory._cell_rules import check_margin, green_candidates
 from pmark_theory._rules import select_from_mask
 from pmark_theory._validate import PMarkValueError, check_green_size, check_unit_interval
@@ -127,14 +127,9 @@ def cell_step(
 ) -> StepOutput:
     """SemStamp / k-SemStamp (C5–C7, E3): candidates in draw order until the first valid one, ``N`` per batch.
 
-    The candidates arrive as their rows end (:func:`~pmark_impl.sampling.stream_candidates`, ``N`` rows per sampler
-    request, at most ``max_trials`` requests) and are embedded in fixed chunks of
-    :data:`~pmark_impl.sampling.STREAM_CHUNK` of draw order; the output is the first valid candidate (green, and
-    margin-clear with ``clear_fn``), else — no valid one in ``N · max_trials`` — a uniform candidate of the last
-    batch. Until issue 40 the output was a uniform valid candidate of the first *batch* holding one: the same law
-    (the candidates are iid, so the first valid one has the law of a uniformly chosen valid one; C6 checked by
-    enumeration in ``tests/pmark_impl/test_watermark.py``), other texts; the reference implementation's rejection
-    sampling also takes the first valid sentence.
+    The output is the first valid candidate (green, and margin-clear with ``clear_fn``), else a uniform candidate of
+    the last batch (:func:`~pmark_impl.schemes._retry.first_valid`, issue 40; C6 checked by enumeration in
+    ``tests/pmark_impl/test_watermark.py``).
 
     Args:
       rng, sampler, encoder, context, gen: as :func:`pmark_impl.schemes.online.online_step`.
@@ -150,29 +145,13 @@ def cell_step(
       :class:`StepOutput`: the candidates up to the first valid one; ``matches`` is ``None``, ``trials`` the batches
       drawn from, ``fallback`` whether none was valid (uniform over the last batch, margin-clear or not).
     """
-    total = n * max_trials
-    cands: list[Any] = []
-    stream = stream_candidates(sampler, context, total, gen, n, STREAM_CHUNK)
-    try:
-        while len(cands) < total:
-            chunk = list(itertools.islice(stream, min(STREAM_CHUNK, total - len(cands))))
-            emb = embed(encoder, [c.text for c in chunk], dim)
-            valid = np.asarray(_green_candidates(cell_fn(emb), jnp.asarray(green)))
-            if clear_fn is not None:
-                valid = valid & np.asarray(clear_fn(emb), dtype=bool)
-            hit = np.flatnonzero(valid)
-            if hit.size:
-                first = len(cands) + int(hit[0])
-                cands += chunk[: int(hit[0]) + 1]
-                return StepOutput(cands, first, (first,), None, first // n + 1, False)
-            cands += chunk
-    finally:
-        stream.close()
-    for _ in range(max_trials):  # the choice key of the last batch, as when each batch split the key
-        rng, k_choice = jax.random.split(rng)
-    offset = total - n
-    local, sel = _choose(k_choice, np.ones(n, dtype=bool))
-    return StepOutput(cands, offset + local, tuple(offset + i for i in sel), None, max_trials, True)
+
+    def valid(chunk: Any) -> np.ndarray:
+        emb = embed(encoder, [c.text for c in chunk], dim)
+        ok = np.asarray(_green_candidates(cell_fn(emb), jnp.asarray(green)))
+        return ok if clear_fn is None else ok & np.asarray(clear_fn(emb), dtype=bool)
+
+    return first_valid(rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _choose(k, m)[0])
 
 
 def _green(key: Any, state: CellState, t: int, seeding: str) -> np.ndarray:

@@ -37,7 +37,6 @@ Where this differs from the reference, and why:
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -48,7 +47,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl.sampling import (
-    STREAM_CHUNK,
     SentenceEncoder,
     SentenceSampler,
     check_candidates,
@@ -56,9 +54,9 @@ from pmark_impl.sampling import (
     check_str,
     embed,
     split_text,
-    stream_candidates,
 )
 from pmark_impl.schemes._base import StepOutput
+from pmark_impl.schemes._retry import first_valid
 from pmark_impl.schemes._simmark_calibration import SimMarkCalibration, pair_cosines
 from pmark_theory._cell_rules import simmark_green, simmark_proxy
 from pmark_theory._rules import select_from_mask
@@ -106,12 +104,9 @@ def simmark_step(
 ) -> StepOutput:
     """SimMark (E20): candidates in draw order until the first whose cosine with ``prev_emb`` is in ``G``.
 
-    ``N`` rows per sampler request, at most ``max_trials`` requests; the candidates arrive as their rows end
-    (:func:`~pmark_impl.sampling.stream_candidates`) and are embedded in fixed chunks of
-    :data:`~pmark_impl.sampling.STREAM_CHUNK` of draw order. The output is the first valid candidate (as the
-    reference's rejection sampling takes the first valid sentence), else — none valid in ``N · max_trials`` — a
-    uniform candidate of the last batch. Until issue 40 it was a uniform valid candidate of the first *batch*
-    holding one: the same law (iid candidates), other texts.
+    The output is the first valid candidate in draw order, else a uniform candidate of the last batch
+    (:func:`~pmark_impl.schemes._retry.first_valid`, issue 40; the law E20, checked against
+    ``simmark_output_law`` in ``tests/pmark_theory/test_simmark.py``).
 
     Args:
       rng: JAX key of the uniform choices.
@@ -141,28 +136,14 @@ def simmark_step(
         _, k_choice = jax.random.split(rng)
         local = int(_select(k_choice, jnp.ones(n, dtype=bool)))
         return StepOutput(cands, local, tuple(range(n)), None, 1, False)
-    total = n * max_trials
-    cands: list[Any] = []
-    stream = stream_candidates(sampler, context, total, gen, n, STREAM_CHUNK)
-    try:
-        while len(cands) < total:
-            chunk = list(itertools.islice(stream, min(STREAM_CHUNK, total - len(cands))))
-            emb = embed(encoder, [_normal(c.text) for c in chunk], prev_emb.shape[0])
-            hit = np.flatnonzero(
-                np.asarray(_valid(jnp.asarray(prev_emb), jnp.asarray(emb), lo, hi), dtype=bool)
-            )
-            if hit.size:
-                first = len(cands) + int(hit[0])
-                cands += chunk[: int(hit[0]) + 1]
-                return StepOutput(cands, first, (first,), None, first // n + 1, False)
-            cands += chunk
-    finally:
-        stream.close()
-    for _ in range(max_trials):  # the choice key of the last batch, as when each batch split the key
-        rng, k_choice = jax.random.split(rng)
-    offset = total - n
-    local = int(_select(k_choice, jnp.ones(n, dtype=bool)))
-    return StepOutput(cands, offset + local, tuple(range(offset, total)), None, max_trials, True)
+
+    def valid(chunk: Any) -> np.ndarray:
+        emb = embed(encoder, [_normal(c.text) for c in chunk], prev_emb.shape[0])
+        return np.asarray(_valid(jnp.asarray(prev_emb), jnp.asarray(emb), lo, hi), dtype=bool)
+
+    return first_valid(
+        rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _select(k, jnp.asarray(m))
+    )
 
 
 @dataclass(frozen=True)
