@@ -38,6 +38,8 @@ def _row(report, guarantee):
     return next(v for v in report.verdicts if v["guarantee"].startswith(guarantee))
 
 
+@pytest.mark.slow  # 15 s: moved to keep the default suite near 15 min (issue 40); the audit's distortion part and
+# its mutant stay in the default suite (tests/audit/test_audit_schemes.py)
 def test_biased_sampler_distorts_and_its_fix_does_not(env):
     bad = audit(f"{M}.biased_sampler:make_target", env, DIST)
     row = _row(bad, "first-sentence law = the LM's")
