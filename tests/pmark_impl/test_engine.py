@@ -177,14 +177,16 @@ def test_offline_law_exact_under_speculation(tiny_lm, key):
 
 def test_offline_law_exact_with_streamed_chunks(tiny_lm, key):
     """The same test with all 8 candidates in one streamed request: read as rows end, in chunks of 4, the rows
-    after the first perfect match cancelled (issue 40)."""
+    after the first perfect match cancelled (issue 40); chi-square p > 1e-3 (false alarm 1e-3), and the control
+    below is rejected in this setting too."""
     assert _first_sentence_chi2(tiny_lm, key, batch=8) > 1e-3
 
 
-def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch):
+@pytest.mark.parametrize("batch", [2, 8])
+def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch, batch):
     """Negative control: a refilled slot that samples its row's first token from the previous occupant's logits
     (the natural bug of continuous batching: the new row's prefill logits not installed) must be rejected by the
-    same test."""
+    same test, with batches of 2 and with one streamed request of 8."""
 
     def mutate(place):
         def stale(self, j, row, logits, kv):
@@ -195,7 +197,7 @@ def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch):
 
         return stale
 
-    assert _first_sentence_chi2(tiny_lm, key, mutate, monkeypatch) < 1e-3
+    assert _first_sentence_chi2(tiny_lm, key, mutate, monkeypatch, batch=batch) < 1e-3
 
 
 # ---- per-row streams ----
