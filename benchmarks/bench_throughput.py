@@ -8,7 +8,10 @@ only — the benchmark checks that the texts are the same and records how many a
   candidates per batched call, a batch waits for its longest row);
 * **batched**: ``generate_many`` over all the texts in one group with refill: 16 texts on a CPU (its 128 slots / 8,
   the default group of ``pmark evaluate`` there), 64 on a CUDA GPU (issue 40's setting; the shipped 32 prompts
-  twice, with other seeds).
+  twice, with other seeds);
+* **batched, one shared copy of each context**: the same with ``shared_prefix=True``
+  (:mod:`pmark_impl.sampling._prefix`: each context's keys and values held once, its rows attending to that
+  block) against the default layout (a copy in every slot), in the same run: ``shared_prefix_gain``.
 
 Measured: sentences per minute of each route for offline PMark (``N = 64``, rows requested 16 at a time, streamed)
 and online PMark (``N = 16``), the ratio; offline/online wall time per sentence, both batched at ``N = 64``; and
@@ -69,14 +72,14 @@ NO_GPU = (
 class _Engines:
     """Collects the engines ``generate_many`` makes (for their statistics)."""
 
-    def __init__(self, sampler: LMSentenceSampler, per_row: bool = False) -> None:
+    def __init__(self, sampler: LMSentenceSampler, **options: Any) -> None:
         self.made: list = []
-        self.per_row = per_row
+        self.options = options  # the engine's per_row, shared_prefix
         self._make = sampler.make_engine
         sampler.make_engine = self  # type: ignore[method-assign]
 
     def __call__(self, **kw):
-        self.made.append(self._make(per_row=self.per_row, **kw))
+        self.made.append(self._make(**self.options, **kw))
         return self.made[-1]
 
     def stats(self) -> dict[str, float]:
@@ -113,8 +116,11 @@ def _one_at_a_time(key, sampler, encoder, prompts, seeds, sentences, opts) -> tu
     return texts, time.perf_counter() - t0
 
 
-def _batched(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[list, float, dict]:
-    engines = _Engines(sampler)
+def _batched(
+    key, sampler, encoder, prompts, seeds, sentences, opts, shared_prefix=False, **engine
+) -> tuple[list, float, dict]:
+    """``generate_many`` over all the texts in one group; ``engine``: options of the engines it makes."""
+    engines = _Engines(sampler, **engine)
     encoder = TimedEncoder(encoder)
     try:
         t0 = time.perf_counter()
@@ -125,6 +131,7 @@ def _batched(key, sampler, encoder, prompts, seeds, sentences, opts) -> tuple[li
             prompts,
             seeds=seeds,
             batch_texts=len(prompts),
+            shared_prefix=shared_prefix,
             max_sentences=sentences,
             channels=CHANNELS,
             **opts,
@@ -195,6 +202,15 @@ def run(quick: bool = False) -> dict:
                 entry["speedup"] = (
                     entry["batched"]["sentences_per_minute"] / entry["one_at_a_time"]["sentences_per_minute"]
                 )
+                shared, s_sec, s_stats = _batched(
+                    key, sampler, encoder, prompts, seeds, sentences, opts, shared_prefix=True
+                )
+                entry["batched_shared_prefix"] = {**_record(shared, s_sec), "engine": s_stats}
+                entry["same_texts_shared_prefix"] = sum(a.text == b.text for a, b in zip(shared, batched))
+                entry["shared_prefix_gain"] = (
+                    entry["batched_shared_prefix"]["sentences_per_minute"]
+                    / entry["batched"]["sentences_per_minute"]
+                )
             slots = stats["slot_steps"] / max(stats["steps"], 1.0)
             entry["mean_slots"] = slots
             entry["engine_tokens_per_second"] = stats["row_steps"] / max(stats["run_s"], 1e-9)
@@ -239,7 +255,9 @@ def run(quick: bool = False) -> dict:
                 f"{off['one_at_a_time']['sentences_per_minute']:.2f} sentences/min ({off['speedup']:.2f}x); "
                 f"online {runs['online']['batched']['sentences_per_minute']:.2f} vs "
                 f"{runs['online']['one_at_a_time']['sentences_per_minute']:.2f} ({runs['online']['speedup']:.2f}x); "
-                f"offline/online {ratio_offline_online:.2f}x; engine {engine_vs_bare:.2f}x the bare loop"
+                f"offline/online {ratio_offline_online:.2f}x; engine {engine_vs_bare:.2f}x the bare loop; "
+                f"one shared copy of each context {off['shared_prefix_gain']:.2f}x (offline), "
+                f"{runs['online']['shared_prefix_gain']:.2f}x (online) a copy per slot"
             )
         },
     }

@@ -295,6 +295,10 @@ def _evaluate(args: argparse.Namespace) -> int:
             args, key, encoder, runs, config.alphas, config.max_sentences
         )
     sampler = models.load_sampler(args.model, args.temperature, args.top_p, **dtype_kwargs(args), **dev)
+    if args.shared_prefix:  # a model whose attention it does not cover: one line, before any work
+        from pmark_impl.generation import check_shared_prefix
+
+        check_shared_prefix(sampler)
     model_name = evaluate_inputs.model_label(args.model, getattr(sampler, "model", None))  # what was loaded
     limit = _context_limit(sampler)
     if limit is not None:
@@ -312,6 +316,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         model_name=model_name,
         batch_texts=args.batch_texts,
         refill=not args.no_refill,
+        shared_prefix=args.shared_prefix,
     )
     sampling = getattr(sampler, "config", None)
     identity = {
@@ -346,7 +351,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if ctx.batch_texts is None:  # the default group depends on the device: every rank takes the smallest
         from pmark_impl.generation import texts_per_batch
 
-        ctx.batch_texts = agreed_min(world, texts_per_batch(ctx.sampler))
+        ctx.batch_texts = agreed_min(world, texts_per_batch(ctx.sampler, None, ctx.shared_prefix))
     bar = _progress(args, world, rank_units(ctx, len(documents), world), config.max_sentences)
     ctx.on_sentence, ctx.on_stage = (
         getattr(bar, "step", None),

@@ -299,7 +299,7 @@ def add_dtype_option(p: Any) -> None:
 
 
 def add_batching_options(p: Any) -> None:
-    """``--batch-texts`` and ``--no-refill`` (``pmark evaluate``; issue 26)."""
+    """``--batch-texts``, ``--no-refill`` (``pmark evaluate``; issue 26) and ``--shared-prefix`` (issue 40)."""
     p.add_argument(
         "--batch-texts",
         type=int_type(1, MAX_BATCH_TEXTS),
@@ -312,6 +312,12 @@ def add_batching_options(p: Any) -> None:
         "--no-refill",
         action="store_true",
         help="static batches (a batch waits for its longest row) instead of refilling a finished row's slot at once",
+    )
+    p.add_argument(
+        "--shared-prefix",
+        action="store_true",
+        help="hold each context's keys and values once, its candidate rows attending to that block (exact; less "
+        "memory per row, so more rows on a GPU; no faster on a CPU at these context lengths: docs/throughput.md)",
     )
 
 

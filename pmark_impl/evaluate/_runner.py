@@ -197,7 +197,11 @@ def _groups(world: World, ctx: EvalContext, n_documents: int) -> list[Any]:
             "batch_texts must be set when several processes evaluate: the default depends on each rank's device "
             "(pmark evaluate agrees on the smallest across ranks)"
         )
-    size = ctx.batch_texts if ctx.batch_texts is not None else texts_per_batch(ctx.sampler)
+    size = (
+        ctx.batch_texts
+        if ctx.batch_texts is not None
+        else texts_per_batch(ctx.sampler, None, ctx.shared_prefix)
+    )
     return world.shard_groups(n_documents, max(int(size), 1))
 
 

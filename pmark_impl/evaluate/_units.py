@@ -70,6 +70,8 @@ class EvalContext:
       batch_texts: documents whose texts share forward passes (groups fixed by document index; issue 26);
         ``None``: :func:`pmark_impl.generation.texts_per_batch` of the sampler (issue 40).
       refill: continuous batching in those groups (``False``: static batches).
+      shared_prefix: the engine holds each context's keys and values once (issue 40; a cost option like
+        ``refill``: the texts depend only on key, seed and prompt).
       on_sentence: called after each generated sentence of every text (a progress display); not part of the
         evaluation's identity, never changes a result.
       on_stage: called ``(run_id, stage)`` when a unit's stage begins, ``"generating"`` (its group's texts) or
@@ -85,6 +87,7 @@ class EvalContext:
     model_name: str | None = None
     batch_texts: int | None = None
     refill: bool = True
+    shared_prefix: bool = False
     on_sentence: Callable[[], None] | None = None
     on_stage: Callable[[str, str], None] | None = None
 
@@ -256,6 +259,7 @@ def generate_group(ctx: EvalContext, run: RunSpec, docs: Sequence[Any]) -> list[
         seeds=[unit_seed(ctx.config.seed, run.run_id, d.doc_id) for d in docs],
         batch_texts=max(len(docs), 1),
         refill=ctx.refill,
+        shared_prefix=ctx.shared_prefix,
         on_sample=count,
         mode=mode,
         n_candidates=n,

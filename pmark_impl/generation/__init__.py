@@ -19,6 +19,7 @@ from pmark_impl.generation._watermark import MODES, generate, scheme_settings
 #: does not need the provenance file.
 _LAZY = {
     "generate_many": "pmark_impl.generation._many",
+    "check_shared_prefix": "pmark_impl.generation._batch_args",
     "supports_batching": "pmark_impl.generation._batch_args",
     "texts_per_batch": "pmark_impl.generation._batch_args",
     "PROVENANCE_SUFFIX": "pmark_impl.generation._provenance",

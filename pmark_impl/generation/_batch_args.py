@@ -16,6 +16,7 @@ __all__ = [
     "ROWS_PER_TEXT",
     "check_flag",
     "check_seeds",
+    "check_shared_prefix",
     "supports_batching",
     "texts_per_batch",
 ]
@@ -36,7 +37,7 @@ def supports_batching(sampler: Any) -> bool:
     return not callable(refusal) or refusal() is None
 
 
-def texts_per_batch(sampler: Any, max_rows: int | None = None) -> int:
+def texts_per_batch(sampler: Any, max_rows: int | None = None, shared_prefix: bool = False) -> int:
     """Texts per group when none is given: the engine's slots over :data:`ROWS_PER_TEXT` (issue 40).
 
     A text holds a request's rows in the engine until its slowest row ends, and its slots stay idle while it
@@ -49,6 +50,7 @@ def texts_per_batch(sampler: Any, max_rows: int | None = None) -> int:
     Args:
       sampler: the sentence sampler (its ``default_max_rows()`` when ``max_rows`` is ``None``).
       max_rows: the engine's slots, if fixed.
+      shared_prefix: the engine holds each context once (its slots are sized for that on a GPU).
 
     Returns:
       ``1..`` :data:`~pmark_impl._limits.MAX_BATCH_TEXTS`; :data:`DEFAULT_BATCH_TEXTS` for a sampler that does not
@@ -57,7 +59,9 @@ def texts_per_batch(sampler: Any, max_rows: int | None = None) -> int:
     if max_rows is None:
         if not supports_batching(sampler) or not callable(getattr(sampler, "default_max_rows", None)):
             return DEFAULT_BATCH_TEXTS
-        max_rows = int(sampler.default_max_rows())
+        max_rows = int(
+            sampler.default_max_rows(shared_prefix=True) if shared_prefix else sampler.default_max_rows()
+        )
     return int(min(max(max_rows // ROWS_PER_TEXT, 1), MAX_BATCH_TEXTS))
 
 
@@ -84,3 +88,17 @@ def check_flag(name: str, value: Any, optional: bool = False) -> Any:
     if not isinstance(value, (bool, np.bool_)):
         raise PMarkValueError(f"{name} must be True or False{' or None' * optional}, got {describe(value)}")
     return bool(value)
+
+
+def check_shared_prefix(sampler: Any) -> None:
+    """Refuse ``shared_prefix=True`` (before any work) where it cannot apply: a sampler that does not batch, or a
+    model whose attention :func:`~pmark_impl.sampling.shared_prefix_refusal` does not cover."""
+    from pmark_impl.sampling import shared_prefix_refusal
+
+    if not supports_batching(sampler):
+        raise PMarkValueError(
+            "shared_prefix=True needs a sampler with the batched engine and a model it batches"
+        )
+    refusal = shared_prefix_refusal(getattr(sampler, "model", None))
+    if refusal:
+        raise PMarkValueError(f"shared_prefix=True, but {refusal}")

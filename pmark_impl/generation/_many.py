@@ -41,7 +41,13 @@ from typing import Any
 import torch
 
 from pmark_impl._limits import MAX_BATCH_ROWS, MAX_BATCH_TEXTS
-from pmark_impl.generation._batch_args import check_flag, check_seeds, supports_batching, texts_per_batch
+from pmark_impl.generation._batch_args import (
+    check_flag,
+    check_seeds,
+    check_shared_prefix,
+    supports_batching,
+    texts_per_batch,
+)
 from pmark_impl.generation._hub import Client, Counting, Hub
 from pmark_impl.generation._types import GenerationResult
 from pmark_impl.keys import check_key
@@ -62,6 +68,7 @@ def generate_many(
     refill: bool = True,
     speculate: bool | None = None,
     max_rows: int | None = None,
+    shared_prefix: bool = False,
     on_sample: Callable[[int, list[Any]], None] | None = None,
     **options: Any,
 ) -> list[GenerationResult]:
@@ -86,6 +93,10 @@ def generate_many(
         (offline N = 64, 8 texts: 98 s with speculation, 89 s without; ``benchmarks/bench_throughput.py``).
       max_rows: rows per forward pass, ``1..`` :data:`~pmark_impl._limits.MAX_BATCH_ROWS` (default:
         ``sampler.default_max_rows()``, sized from memory).
+      shared_prefix: hold each context's keys and values once, its rows attending to that block
+        (:mod:`pmark_impl.sampling._prefix`: exact attention, less memory per row, so more rows on a GPU); off by
+        default (no faster on a CPU at these context lengths, ``docs/throughput.md``). Refused, before any work,
+        for a model whose attention it does not cover or a sampler that does not batch.
       on_sample: ``on_sample(i, candidates)`` after each sampler call of text ``i`` (counting).
       **options: every other keyword of :func:`pmark_impl.generate` (``scheme``, ``n_candidates``,
         ``max_sentences``, ``channels``, ``progress``, settings, ...), the same for every text.
@@ -117,6 +128,9 @@ def generate_many(
         batch_texts = check_size("batch_texts", batch_texts, maximum=MAX_BATCH_TEXTS)
     refill, speculate = check_flag("refill", refill), check_flag("speculate", speculate, optional=True)
     rows = None if max_rows is None else check_size("max_rows", max_rows, maximum=MAX_BATCH_ROWS)
+    shared_prefix = check_flag("shared_prefix", shared_prefix)
+    if shared_prefix:
+        check_shared_prefix(sampler)
     on_sample = check_callable("on_sample", on_sample)
     count = len(prompts)
     if not supports_batching(sampler):
@@ -127,12 +141,15 @@ def generate_many(
     if speculate is None:
         speculate = _accelerated(sampler)
     if batch_texts is None:
-        batch_texts = texts_per_batch(sampler, rows)
+        batch_texts = texts_per_batch(sampler, rows, shared_prefix)
+    slots = rows or (
+        sampler.default_max_rows(shared_prefix=True) if shared_prefix else sampler.default_max_rows()
+    )
     out: list[GenerationResult] = []
     for lo in range(0, count, batch_texts):
         group = range(lo, min(lo + batch_texts, count))
-        slots = rows or sampler.default_max_rows()
-        engine = sampler.make_engine(max_rows=slots, refill=refill, prefills=2 * len(group) + 2)
+        layout = {"shared_prefix": True} if shared_prefix else {}  # a plug-in engine need not know the option
+        engine = sampler.make_engine(max_rows=slots, refill=refill, prefills=2 * len(group) + 2, **layout)
         texts = (prompts, seed_list, group, on_sample, refill and speculate, options)
         out.extend(_run_group(engine, sampler, key, encoder, *texts))
     return out

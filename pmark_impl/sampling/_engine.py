@@ -15,10 +15,11 @@ of one context, :class:`Request`) in one batch of at most ``max_rows`` rows:
 **Why the candidates are unchanged.** Every row draws its tokens from its own stream (:mod:`pmark_impl.sampling._rows`):
 a row's token path is a function of its context, its seed and the logits of its own prefix. Padding, batch
 composition and admission time change none of these, so a request's candidates equal what
-:meth:`LMSentenceSampler.sample` returns for the same context and generator — bit for bit when the model's logits
-do not depend on the batch shape (the float64 tiny LM: tested), and up to float32 rounding otherwise (a row's
-logits in a padded batch differ from its batch-1 logits by ~1e-6 on SmolLM2 on CPU; a token differs only when its
-uniform falls that close to a CDF step: measured and tested in law, ``tests/pmark_impl/test_engine.py``). For
+:meth:`LMSentenceSampler.sample` returns for the same context and generator, up to the rounding of the logits: a
+row's logits in a padded batch (and, with shared prefixes, summed in another order) differ from its batch-1 logits
+by ~1e-16 in float64 and ~1e-6 in float32 on SmolLM2 on CPU, and a token differs only when its uniform falls that
+close to a CDF step (the float64 tiny LM's texts are tested equal byte for byte; float32 measured and tested in
+law, ``tests/pmark_impl/test_engine.py``). For
 offline PMark's first-match-in-draw-order rule the argument is the same: candidate ``i``'s text does not depend on
 whether candidates ``> i`` were decoded before, after or beside it, so speculating the next batch changes the
 cost, never the chosen sentence (X2 unchanged; tested by exact enumeration on the tiny LM).
@@ -34,6 +35,7 @@ RoPE whose frequencies do not depend on the batch (:func:`~pmark_impl.sampling._
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from typing import Any
@@ -41,69 +43,12 @@ from typing import Any
 import torch
 
 from pmark_impl.sampling._kv import BufferLayer, cache_keyword, check_layers, returned_cache
-from pmark_impl.sampling._rows import row_generators
-from pmark_impl.sampling._token_law import Candidate
+from pmark_impl.sampling._prefix import PrefixStore, shared_prefix_refusal, use_prefix_attention
+from pmark_impl.sampling._requests import Request, Row
 from pmark_impl.sampling._token_loops import BatchedTokens, PerRowTokens
+from pmark_theory._validate import PMarkValueError
 
 __all__ = ["HEADROOM", "DecodeEngine", "Request"]
-
-
-class _Row:
-    __slots__ = ("_gen", "count", "ids", "index", "last", "placed", "req")
-
-    def __init__(self, req: Request, index: int) -> None:
-        self.req, self.index = req, index
-        self._gen: torch.Generator | None = None
-        self.placed = False  # ever given a slot
-        # the per-row token loop's state (``per_row=True``; the batched loop keeps it in slot tensors)
-        self.ids: list[int] = []
-        self.count = 0
-        self.last = 0  # the last token sampled (the next forward's input)
-
-    @property
-    def seed(self) -> int:
-        return self.req.seeds[self.index]
-
-    @property
-    def gen(self) -> torch.Generator:
-        """The row's own generator (per-row loop; made on first use)."""
-        if self._gen is None:
-            self._gen = row_generators([self.seed])[0]
-        return self._gen
-
-    def restart(self) -> None:
-        """Back to the row's first token (an evicted row: its stream starts again from its seed)."""
-        self._gen, self.ids, self.count = None, [], 0
-
-
-class Request:
-    """``n`` candidates of one context, row ``i`` drawn from the generator seeded with ``seeds[i]``.
-
-    Attributes:
-      owner: the driver's tag (a text index).
-      context_ids: the context's token ids.
-      results: the candidates, row order = draw order (``None`` until the row ends).
-      prefix: how many leading rows have ended (the candidates a streaming reader may take, in draw order).
-      speculative: decoded only in free slots until :meth:`DecodeEngine.promote` makes it a real request.
-      stream: :meth:`DecodeEngine.run` also returns when its ``prefix`` reaches ``want`` (a reader that stops
-        early, issue 40; ``want`` and ``read``, the rows the reader took, are set by the driver).
-    """
-
-    def __init__(self, owner: Any, context_ids: tuple[int, ...], seeds: list[int]) -> None:
-        self.owner = owner
-        self.context_ids = context_ids
-        self.seeds = list(seeds)
-        self.rows = [_Row(self, i) for i in range(len(self.seeds))]
-        self.results: list[Candidate | None] = [None] * len(self.seeds)
-        self.remaining = len(self.seeds)
-        self.prefix = self.want = self.read = 0
-        self.speculative = False
-        self.stream = False
-
-    @property
-    def done(self) -> bool:
-        """Every row has ended."""
-        return self.remaining == 0
 
 
 class DecodeEngine:
@@ -114,7 +59,10 @@ class DecodeEngine:
     slots share ``width`` columns, each row's own columns right-aligned (left padding masked out). A row admitted
     into a slot is *pending* for one forward pass: its first token comes from its prefill logits, and the column
     that pass writes for it is masked out forever. The whole cache is copied only when slots are added, the
-    columns outgrow the buffer, or a quarter of the slots are dead (compaction).
+    columns outgrow the buffer, or a quarter of the slots are dead (compaction). With shared prefixes
+    (``shared_prefix=True``) a slot's columns are only what its row generated; its context's keys and values are held once in a
+    :class:`~pmark_impl.sampling._prefix.PrefixStore` entry that every row of that context reads (placing a row
+    copies nothing), and the decode passes run :func:`~pmark_impl.sampling._prefix.prefix_attention`.
 
     Args:
       sampler: the :class:`~pmark_impl.sampling._sampler.LMSentenceSampler` whose model, tokenizer, token law and
@@ -128,27 +76,46 @@ class DecodeEngine:
         uniforms (drawn once per row, :func:`~pmark_impl.sampling._rows.row_blocks`), token count and tokens in
         tensors on the model's device, and decodes only the rows whose new token may end them
         (:func:`~pmark_impl.sampling._stops.may_end_table`). Same candidates either way (tested).
+      shared_prefix: keep each context's keys and values once and let its rows attend to that block
+        (:mod:`pmark_impl.sampling._prefix`; the slots hold only their own columns); ``False`` (default): a copy
+        in every slot (issue 26's layout: on a CPU the shared block measured no faster end to end,
+        ``docs/throughput.md``). ``True`` on a model :func:`~pmark_impl.sampling._prefix.shared_prefix_refusal`
+        refuses raises.
 
     Attributes:
       stats: ``steps`` (forward passes), ``row_steps`` (tokens sampled), ``slot_steps`` (slots summed over
         forward passes, dead and pending included), ``wasted_rows`` (speculative rows dropped unused),
-        ``forward_s``, ``prefill_s``, ``sample_s``, ``copies`` (whole-cache copies), ``run_s`` (seconds in
-        :meth:`run`: everything the engine does, without the texts' own work between calls), ``decoded_rows``
-        (exact stopping tests run).
+        ``forward_s``, ``prefill_s``, ``sample_s``, ``copies`` (whole-cache copies, the prefix store's growth
+        included), ``run_s`` (seconds in :meth:`run`: everything the engine does, without the texts' own work
+        between calls), ``decoded_rows`` (exact stopping tests run), ``prefix_cells`` (shared prefixes: query
+        rows of the prefix product summed over passes, padding included; over ``row_steps``, about the
+        padding factor).
     """
 
     def __init__(
-        self, sampler: Any, max_rows: int, refill: bool = True, prefills: int = 16, per_row: bool = False
+        self,
+        sampler: Any,
+        max_rows: int,
+        refill: bool = True,
+        prefills: int = 16,
+        per_row: bool = False,
+        shared_prefix: bool = False,
     ) -> None:
+        refusal = shared_prefix_refusal(sampler.model) if shared_prefix else None
+        if refusal:
+            raise PMarkValueError(f"shared_prefix=True, but {refusal}")
+        self.store = PrefixStore() if shared_prefix else None
+        self.entries: list[int | None] = []  # shared prefixes: the store entry each slot reads
+        self._layout: tuple[tuple[int | None, ...], Any] | None = None
         self.sampler = sampler
         self.tokens = PerRowTokens(sampler) if per_row else BatchedTokens(sampler)
         self.prefills = max(int(prefills), 1)
         self.model = sampler.model
         self.max_rows = int(max_rows)
         self.refill = bool(refill)
-        self.queue: deque[_Row] = deque()
-        self.spec_queue: deque[_Row] = deque()
-        self.slots: list[_Row | None] = []
+        self.queue: deque[Row] = deque()
+        self.spec_queue: deque[Row] = deque()
+        self.slots: list[Row | None] = []
         self.pending: set[int] = set()
         self.kbuf: list[torch.Tensor] = []  # per layer [R, H, W_cap, D]
         self.vbuf: list[torch.Tensor] = []
@@ -172,6 +139,7 @@ class DecodeEngine:
                 "copies",
                 "run_s",
                 "decoded_rows",
+                "prefix_cells",
             ),
             0.0,
         )
@@ -255,13 +223,23 @@ class DecodeEngine:
         kw = cache_keyword(self.model)
         cache = DynamicCache()
         cache.layers.extend(BufferLayer(k, v, w) for k, v in zip(self.kbuf, self.vbuf))
-        out = self.model(
-            input_ids=feed[:, None],
-            attention_mask=self.mask[:, : w + 1].long(),
-            position_ids=self.pos[:, None],
-            use_cache=True,
-            **{kw: cache},
-        )
+        extra: dict[str, Any] = {kw: cache}
+        attention = contextlib.nullcontext()
+        if self.store is not None:
+            key = tuple(self.entries)
+            if self._layout is None or self._layout[0] != key:
+                self._layout = (key, self.store.layout(self.entries, self.mask.device))
+            extra["pmark_prefix"] = self.store.view(self._layout[1], self.mask[:, : w + 1])
+            self.stats["prefix_cells"] += self._layout[1][0].numel()
+            attention = use_prefix_attention(self.model)
+        with attention:
+            out = self.model(
+                input_ids=feed[:, None],
+                attention_mask=self.mask[:, : w + 1].long(),
+                position_ids=self.pos[:, None],
+                use_cache=True,
+                **extra,
+            )
         returned_cache(out, kw)
         self.width = w + 1
         # positions advance for live rows only: a dead slot's position never grows (learned position tables have
@@ -281,6 +259,9 @@ class DecodeEngine:
     # ---- slots ----
 
     def _kill(self, j: int) -> None:
+        if self.store is not None and self.entries[j] is not None:
+            self.store.release(self.entries[j])
+            self.entries[j] = None
         self.slots[j] = None
         self.pending.discard(j)
         self._live = None
@@ -294,12 +275,12 @@ class DecodeEngine:
             self._evict_speculative(len(self.queue))
         dead = [j for j, r in enumerate(self.slots) if r is None]
         room = len(dead) + self.max_rows - len(self.slots)
-        rows: list[_Row] = []
+        rows: list[Row] = []
         for q in (self.queue, self.spec_queue):
             while q and len(rows) < room:
                 rows.append(q.popleft())
         entries = [self._prefill(r.req.context_ids) for r in rows]
-        need = max((kv[0][0].shape[2] for _, kv in entries), default=0)
+        need = 0 if self.store is not None else max((kv[0][0].shape[2] for _, kv in entries), default=0)
         live = [j for j, r in enumerate(self.slots) if r is not None]
         if not live:
             self._reset(len(rows), need, entries[0] if entries else None)
@@ -319,8 +300,11 @@ class DecodeEngine:
     def _reset(self, rows: int, width: int, entry: tuple[torch.Tensor, Any] | None) -> None:
         """A fresh batch of ``rows`` dead slots ``width`` columns wide (none: free every buffer)."""
         self.slots, self.width = [None] * rows, width
+        self.entries = [None] * rows
         self.pending.clear()
         self._live = None
+        if self.store is not None:
+            self.store.clear()
         if entry is None:
             self.kbuf, self.vbuf, self.mask, self.pos, self.logits = [], [], None, None, None
             self.tokens.reset(rows, None)
@@ -365,19 +349,26 @@ class DecodeEngine:
         self._live = None
         self.pending = {keep.index(j) for j in self.pending if j in keep}
         self.slots = [self.slots[j] for j in keep] + [None] * extra
+        self.entries = [self.entries[j] for j in keep] + [None] * extra
         self.width = width
         self.stats["copies"] += 1
 
     def _place(
-        self, j: int, row: _Row, logits: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]]
+        self, j: int, row: Row, logits: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]]
     ) -> None:
-        """Row ``row`` into dead slot ``j``: its prefill right-aligned at ``width``, pending for one pass."""
+        """Row ``row`` into dead slot ``j``: its prefill right-aligned at ``width`` (shared prefixes: in the store,
+        the slot's own columns empty), pending for one pass."""
         length, w = kv[0][0].shape[2], self.width
-        for buf, vbuf, (k, v) in zip(self.kbuf, self.vbuf, kv):
-            buf[j, :, w - length : w] = k[0]
-            vbuf[j, :, w - length : w] = v[0]
         self.mask[j] = False
-        self.mask[j, w - length : w] = True
+        if self.store is not None:
+            grown = self.store.copies
+            self.entries[j] = self.store.acquire(row.req.context_ids, kv)
+            self.stats["copies"] += self.store.copies - grown
+        else:
+            for buf, vbuf, (k, v) in zip(self.kbuf, self.vbuf, kv):
+                buf[j, :, w - length : w] = k[0]
+                vbuf[j, :, w - length : w] = v[0]
+            self.mask[j, w - length : w] = True
         self.pos[j] = length
         self.logits[j] = logits[0]
         self.slots[j] = row

@@ -18,6 +18,7 @@ from pmark_theory._validate import PMarkValueError
 __all__ = [
     "BATCH_DEPENDENT_ROPE",
     "CPU_ROWS",
+    "SHARED_ROW_TOKENS",
     "SIZING_TOKENS",
     "BufferLayer",
     "batching_refusal",
@@ -93,6 +94,9 @@ def check_layers(cache: Any) -> None:
 CPU_ROWS = 128
 #: Context length a row's KV cache is sized for (prompt plus the text so far).
 SIZING_TOKENS = 1024
+#: Tokens of KV cache one row is sized for with shared prefixes: 256 own columns (a sentence, the buffer's
+#: headroom and padding) and two contexts of :data:`SIZING_TOKENS` per text of 8 rows.
+SHARED_ROW_TOKENS = 256 + 2 * SIZING_TOKENS // 8
 
 
 def kv_bytes_per_token(model: Any) -> int:
@@ -108,15 +112,21 @@ def kv_bytes_per_token(model: Any) -> int:
     return max(layers * 2 * heads * head_dim * size, 1)
 
 
-def rows_for_memory(model: Any) -> int:
+def rows_for_memory(model: Any, shared_prefix: bool = False) -> int:
     """Rows per forward pass: on CUDA, a quarter of the device's **total** memory (not its free memory, which
     varies with the allocator's cache and between ranks: the batch shapes, hence float32 bytes, would vary) over
-    one row's KV cache at :data:`SIZING_TOKENS` tokens (16 … 1024 rows); elsewhere :data:`CPU_ROWS`."""
+    one row's KV cache (16 … 1024 rows); elsewhere :data:`CPU_ROWS`.
+
+    A row's cache: :data:`SIZING_TOKENS` tokens when every slot holds a copy of its context; with shared prefixes
+    (:mod:`pmark_impl.sampling._prefix`) :data:`SHARED_ROW_TOKENS`: its own columns plus its share of the
+    contexts, each held once for the ~8 rows of a text (two per text: its current context and the one its next
+    step reads while the current one's rows finish).
+    """
     device = getattr(model, "device", None)
     if device is None or torch.device(device).type != "cuda":
         return CPU_ROWS
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
-    per_row = kv_bytes_per_token(model) * SIZING_TOKENS
+    per_row = kv_bytes_per_token(model) * (SHARED_ROW_TOKENS if shared_prefix else SIZING_TOKENS)
     return int(min(max(total // 4 // per_row, 16), 1024))
 
 

@@ -155,13 +155,12 @@ class LMSentenceSampler:
         self._prefill_entry: tuple[Any, tuple, torch.Tensor, Any] | None = None
         self._may_end: tuple[Any, torch.Tensor] | None = None  # (tokenizer, may_end_table)
 
-    def make_engine(
-        self, max_rows: int, refill: bool = True, prefills: int = 16, per_row: bool = False
-    ) -> Any:
-        """A :class:`~pmark_impl.sampling._engine.DecodeEngine` over this sampler (many contexts per batch)."""
+    def make_engine(self, max_rows: int, **options: Any) -> Any:
+        """A :class:`~pmark_impl.sampling._engine.DecodeEngine` over this sampler (many contexts per batch);
+        ``options``: the engine's ``refill``, ``prefills``, ``per_row`` and ``shared_prefix``."""
         from pmark_impl.sampling._engine import DecodeEngine
 
-        return DecodeEngine(self, check_positive_int("max_rows", max_rows), refill, prefills, per_row)
+        return DecodeEngine(self, check_positive_int("max_rows", max_rows), **options)
 
     def may_end_table(self, vocab_size: int) -> torch.Tensor:
         """``[vocab_size]`` bool: the tokens after which a row may stop (:func:`~pmark_impl.sampling._stops.may_end_table`),
@@ -180,11 +179,11 @@ class LMSentenceSampler:
 
         return batching_refusal(self.model)
 
-    def default_max_rows(self) -> int:
+    def default_max_rows(self, shared_prefix: bool = False) -> int:
         """Rows per forward pass, sized from memory (:func:`pmark_impl.sampling._kv.rows_for_memory`)."""
         from pmark_impl.sampling._kv import rows_for_memory
 
-        return rows_for_memory(self.model)
+        return rows_for_memory(self.model, shared_prefix)
 
     def clear_prefill_cache(self) -> None:
         """Drop the stored prefill (frees its KV cache); the next call prefills again."""

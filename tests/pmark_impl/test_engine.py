@@ -105,6 +105,25 @@ def test_small_slot_budgets(scheme, rows, sampler, key, one_at_a_time):
     assert _same(many, one_at_a_time[scheme])
 
 
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize("rows", [None, 3])
+def test_shared_prefixes_give_the_same_texts(scheme, rows, sampler, key, one_at_a_time, monkeypatch):
+    """One copy of each context (issue 40): every scheme's texts and step records as ``generate``'s, with the
+    default slots and with 3 (queueing, compaction, speculated rows cancelled or evicted); every store entry a
+    slot took is released by the end, and entries are reused: never more than the slots (3), however many
+    contexts were placed (8 texts × up to 4 sentences)."""
+    engines: list[DecodeEngine] = []
+    make = sampler.make_engine
+    monkeypatch.setattr(sampler, "make_engine", lambda **kw: engines.append(make(**kw)) or engines[-1])
+    many = _many(sampler, key, scheme, batch_texts=8, max_rows=rows, speculate=True, shared_prefix=True)
+    assert _same(many, one_at_a_time[scheme])
+    for engine in engines:
+        assert engine.store is not None and sum(engine.store.claims) == 0
+        assert len(engine.store.claims) <= engine.max_rows
+    if rows == 3 and scheme == "offline":
+        assert sum(e.stats["wasted_rows"] for e in engines) > 0
+
+
 def test_speculation_is_used_and_wasted_rows_counted(sampler, key, monkeypatch):
     """Offline's next batch is decoded ahead (the engine reports rows of unused speculations)."""
     engines: list[DecodeEngine] = []

@@ -221,12 +221,28 @@ def test_resume_after_interrupt_is_byte_identical(report, prompts, tmp_path, mod
 # 21 s: slow suite (issue 38's budget); the default suite keeps the same bytes through the engine's texts
 # (test_engine.py: batched == one at a time for every scheme) and through torchrun below.
 @pytest.mark.slow
-def test_one_text_at_a_time_equals_batched(report, prompts, tmp_path, models):
-    """``--batch-texts 1 --no-refill`` (no two texts share a forward pass, static batches) gives the report of the
-    default (8 texts per batch, refill) byte for byte (issue 26: texts depend on key, seed and prompt only)."""
-    out = tmp_path / "one-at-a-time"
-    assert _evaluate(out, prompts, "--batch-texts", "1", "--no-refill") == 0
+@pytest.mark.parametrize("layout", [("--batch-texts", "1", "--no-refill"), ("--shared-prefix",)])
+def test_one_text_at_a_time_equals_batched(layout, report, prompts, tmp_path, models):
+    """``--batch-texts 1 --no-refill`` (no two texts share a forward pass, static batches), and ``--shared-prefix``
+    (one copy of each context, issue 40), give the report of the default (8 texts per batch, refill) byte for
+    byte (issue 26: texts depend on key, seed and prompt only)."""
+    out = tmp_path / "layout"
+    assert _evaluate(out, prompts, *layout) == 0
     assert (out / "results.json").read_bytes() == (report / "results.json").read_bytes()
+
+
+def test_shared_prefix_on_a_model_it_does_not_cover_is_one_line(
+    prompts, tmp_path, models, monkeypatch, capsys
+):
+    """``--shared-prefix`` where the model's attention is not covered: one line, exit 2, before any unit runs."""
+    import pmark_impl.sampling._prefix as prefix
+
+    monkeypatch.setattr(prefix, "SHARED_PREFIX_TYPES", frozenset())
+    out = tmp_path / "refused"
+    assert _evaluate(out, prompts, "--shared-prefix") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "shared_prefix=True, but model type 'llama'" in err
+    assert not (out / "units").exists()
 
 
 def test_torchrun_two_processes_equal_one(report, prompts, tmp_path):
