@@ -123,14 +123,16 @@ def prefix_attention(
     hkv = key.shape[1]
     q = query.reshape(r, hkv, hq // hkv, d) * (d**-0.5 if scaling is None else scaling)
     keys, values = view.keys[module.layer_idx], view.values[module.layer_idx]  # [H, C, L, D]
+    # scores, maxima, exponentials and sums in float32 at least (half precision: as eager attention's softmax)
     pre = torch.matmul(_grouped(q, view), keys.transpose(-1, -2)) + view.prefix_bias  # [H, C, m·G, L]
     own = torch.matmul(q, key.transpose(-1, -2)) + view.suffix_bias  # [R, H, G, W]
     top = torch.maximum(_per_slot(pre.amax(-1), view), own.amax(-1))  # [R, H, G]
     pre = torch.exp(pre - _grouped(top, view)[..., None])
     own = torch.exp(own - top[..., None])
     total = _per_slot(pre.sum(-1), view) + own.sum(-1)
-    out = (_per_slot(torch.matmul(pre, values), view) + torch.matmul(own, value)) / total[..., None]
-    return out.reshape(r, 1, hq, d), None
+    out = _per_slot(torch.matmul(pre.to(values.dtype), values), view).to(total.dtype)
+    out = out + torch.matmul(own.to(value.dtype), value).to(total.dtype)
+    return (out / total[..., None]).to(query.dtype).reshape(r, 1, hq, d), None
 
 
 def _register() -> None:
@@ -277,8 +279,8 @@ class PrefixStore:
         return PrefixView(
             keys,
             [v[:, :used] for v in self.values],
-            _bias(self.mask[:used], keys[0].dtype)[None, :, None, :],
-            _bias(suffix_mask, keys[0].dtype)[:, None, None, :],
+            _bias(self.mask[:used], torch.promote_types(keys[0].dtype, torch.float32))[None, :, None, :],
+            _bias(suffix_mask, torch.promote_types(keys[0].dtype, torch.float32))[:, None, None, :],
             *layout,
         )
 
