@@ -63,7 +63,7 @@ class PrefixView(NamedTuple):
       suffix_bias: ``[R, 1, 1, W]``: 0 on each slot's own real columns (the pass's column included), else ``-inf``.
       groups: ``[C·m]`` long: cells ``c·m … c·m + m − 1`` hold the slots reading context ``c`` (padding: slot
         0, whose result there is never read).
-      where: ``[R]`` long: slot ``j``'s cell ``c·m + i`` (a dead slot: cell 0).
+      where: ``[R]`` long: slot ``j``'s cell ``c·m + i`` (a dead slot too: :meth:`PrefixStore.layout`).
     """
 
     keys: list[torch.Tensor]
@@ -252,13 +252,25 @@ class PrefixStore:
 
     def layout(self, slot_entries: list[int | None], device: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """``(groups, where)`` of :class:`PrefixView` for slots where slot ``j`` reads entry ``slot_entries[j]``
-        (``None``: a dead slot)."""
+        (``None``: a dead slot).
+
+        A dead slot (its result is never read) still gets a cell of its own, in a group with room (else the
+        smallest): then every row's softmax is taken against its own maximum, so its normaliser is at least 1 and
+        no row — not even a dead one, whose keys a later row's masked columns hold — can turn NaN.
+        """
         used = self.used
         members: list[list[int]] = [[] for _ in range(used)]
+        dead = []
         for j, c in enumerate(slot_entries):
-            if c is not None:
+            if c is None:
+                dead.append(j)
+            else:
                 members[c].append(j)
         rows = len(slot_entries)
+        room = max((len(js) for js in members), default=0)
+        for j in dead if used else ():
+            roomy = [c for c in range(used) if len(members[c]) < room]
+            members[roomy[0] if roomy else min(range(used), key=lambda c: len(members[c]))].append(j)
         m = max((len(js) for js in members), default=1) or 1
         groups = [0] * (used * m)
         where = [0] * rows

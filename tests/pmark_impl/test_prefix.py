@@ -83,7 +83,9 @@ def _model(kind: str, vocab: int = VOCAB, seed: int = 0):
 
 def _decode_shared(model, contexts, rows, steps, attention=prefix_attention):
     """Decode ``rows`` (``(context index, first step, tokens)``) step by step through the store: slot buffers of
-    the rows' own columns only; a row before its first step is fed a dummy whose column stays masked."""
+    the rows' own columns only; a row before its first step is fed a dummy whose column stays masked. A row with
+    context ``None`` is a dead slot: no entry, stale keys and values of a large scale in its buffer, its columns
+    unmasked (as the engine leaves a dead slot)."""
     from transformers import AttentionInterface, DynamicCache
 
     store = PrefixStore()
@@ -93,17 +95,27 @@ def _decode_shared(model, contexts, rows, steps, attention=prefix_attention):
             out = model(input_ids=torch.tensor([ctx]), use_cache=True)
             cache = out.cache
             prefills.append([(layer.keys, layer.values) for layer in cache.layers])
-        entries = [store.acquire(tuple(contexts[c]), prefills[c]) for c, _, _ in rows]
+        entries = [None if c is None else store.acquire(tuple(contexts[c]), prefills[c]) for c, _, _ in rows]
         layout = store.layout(entries, "cpu")
         k0 = prefills[0][0][0]
         n = len(rows)
         kbuf = [k0.new_zeros(n, k0.shape[1], steps + 1, k0.shape[3]) for _ in prefills[0]]
         vbuf = [k0.new_zeros(n, k0.shape[1], steps + 1, k0.shape[3]) for _ in prefills[0]]
         mask = torch.zeros(n, steps + 1, dtype=torch.bool)
+        stale = torch.Generator().manual_seed(7)
+        for j, (c, _, _) in enumerate(rows):
+            if c is None:
+                for buf in (*kbuf, *vbuf):
+                    buf[j] = 30.0 * torch.randn(buf[j].shape, generator=stale, dtype=buf.dtype)
+                mask[j] = True
         AttentionInterface.register(ATTENTION, attention)
         for s in range(steps):
             feed, pos = [], []
             for j, (c, first, toks) in enumerate(rows):
+                if c is None:
+                    feed.append(0)
+                    pos.append(0)
+                    continue
                 active = s >= first
                 mask[j, s] = active
                 feed.append(toks[s - first] if active else 0)
@@ -129,7 +141,11 @@ def _oracle(model, contexts, rows):
     """The independent route: each row's whole sequence in one plain forward pass (library attention, no cache)."""
     with torch.inference_mode():
         return torch.stack(
-            [model(input_ids=torch.tensor([contexts[c] + toks])).logits[0, -1] for c, _, toks in rows]
+            [
+                model(input_ids=torch.tensor([contexts[c] + toks])).logits[0, -1]
+                for c, _, toks in rows
+                if c is not None
+            ]
         )
 
 
@@ -152,6 +168,23 @@ def test_prefix_attention_equals_a_plain_forward_pass(kind):
     want = _oracle(model, CONTEXTS, ROWS)
     assert torch.isfinite(got).all()
     assert float((got - want).abs().max()) < TOL
+
+
+def test_dead_slots_have_cells_of_their_own_and_touch_no_live_row():
+    """Every slot — dead ones too — owns its cell (``groups[where[j]] == j``: its softmax is taken against its own
+    maximum, so no normaliser can vanish); with dead slots full of stale large keys between the live rows, the
+    live rows' logits are still the plain pass's and every row's logits are finite."""
+    store = PrefixStore()
+    kv = [(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))]
+    entries = [store.acquire((0,), kv), None, store.acquire((1,), kv), store.acquire((0,), kv), None, None]
+    groups, where = store.layout(entries, "cpu")
+    assert [int(groups[where[j]]) for j in range(len(entries))] == list(range(len(entries)))
+    model = _model("llama")
+    rows = [*ROWS[:2], (None, 0, []), *ROWS[2:], (None, 0, [])]
+    got = _decode_shared(model, CONTEXTS, rows, STEPS)
+    live = torch.tensor([c is not None for c, _, _ in rows])
+    assert torch.isfinite(got).all()
+    assert float((got[live] - _oracle(model, CONTEXTS, rows)).abs().max()) < TOL
 
 
 def test_prefix_attention_in_half_precision_stays_close():
