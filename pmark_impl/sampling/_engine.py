@@ -60,9 +60,9 @@ class DecodeEngine:
     into a slot is *pending* for one forward pass: its first token comes from its prefill logits, and the column
     that pass writes for it is masked out forever. The whole cache is copied only when slots are added, the
     columns outgrow the buffer, or a quarter of the slots are dead (compaction). With shared prefixes
-    (``shared_prefix=True``) a slot's columns are only what its row generated; its context's keys and values are held once in a
-    :class:`~pmark_impl.sampling._prefix.PrefixStore` entry that every row of that context reads (placing a row
-    copies nothing), and the decode passes run :func:`~pmark_impl.sampling._prefix.prefix_attention`.
+    (``shared_prefix=True``) a slot's columns are only what its row generated; its context's keys and values are
+    held once in a :class:`~pmark_impl.sampling._prefix.PrefixStore` entry that every row of that context reads
+    (placing a row copies nothing), and the decode passes run :func:`~pmark_impl.sampling._prefix.prefix_attention`.
 
     Args:
       sampler: the :class:`~pmark_impl.sampling._sampler.LMSentenceSampler` whose model, tokenizer, token law and
