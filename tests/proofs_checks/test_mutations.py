@@ -49,7 +49,17 @@ def test_every_registered_check_has_a_mutation():
     assert not unknown, f"mutations for unregistered checks: {unknown}"
 
 
-@pytest.mark.parametrize(("check_id", "index"), CASES, ids=[f"{c}-{i}" for c, i in CASES])
+#: Guards run in the slow suite only, to keep the default one near 15 minutes (issue 40): M1's last four
+#: (~7 s each: M1's check is the slowest to re-run); M1 keeps three guards in the default suite (the interval
+#: families and the overdispersion fit), every other check all of its own.
+SLOW_CASES = {("M1", 3), ("M1", 4), ("M1", 5), ("M1", 6)}
+
+
+@pytest.mark.parametrize(
+    ("check_id", "index"),
+    [pytest.param(c, i, marks=pytest.mark.slow) if (c, i) in SLOW_CASES else (c, i) for c, i in CASES],
+    ids=[f"{c}-{i}" for c, i in CASES],
+)
 def test_mutation_is_caught(check_id: str, index: int, monkeypatch: pytest.MonkeyPatch):
     mutation = MUTATIONS[check_id][index]
     rec = _run_mutated(check_id, mutation, monkeypatch)
