@@ -17,6 +17,7 @@ __all__ = [
     "check_flag",
     "check_seeds",
     "check_shared_prefix",
+    "engine_rows",
     "supports_batching",
     "texts_per_batch",
 ]
@@ -59,10 +60,16 @@ def texts_per_batch(sampler: Any, max_rows: int | None = None, shared_prefix: bo
     if max_rows is None:
         if not supports_batching(sampler) or not callable(getattr(sampler, "default_max_rows", None)):
             return DEFAULT_BATCH_TEXTS
-        max_rows = int(
-            sampler.default_max_rows(shared_prefix=True) if shared_prefix else sampler.default_max_rows()
-        )
+        max_rows = engine_rows(sampler, None, shared_prefix)
     return int(min(max(max_rows // ROWS_PER_TEXT, 1), MAX_BATCH_TEXTS))
+
+
+def engine_rows(sampler: Any, max_rows: int | None, shared_prefix: bool) -> int:
+    """The engine's slots: ``max_rows`` if given, else the sampler's ``default_max_rows()`` (sized for one copy
+    of each context with ``shared_prefix``; a plug-in sampler's ``default_max_rows`` need not know the option)."""
+    if max_rows is not None:
+        return int(max_rows)
+    return int(sampler.default_max_rows(shared_prefix=True) if shared_prefix else sampler.default_max_rows())
 
 
 def check_seeds(seeds: Any, count: int) -> list[int]:

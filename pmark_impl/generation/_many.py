@@ -45,6 +45,7 @@ from pmark_impl.generation._batch_args import (
     check_flag,
     check_seeds,
     check_shared_prefix,
+    engine_rows,
     supports_batching,
     texts_per_batch,
 )
@@ -142,9 +143,7 @@ def generate_many(
         speculate = _accelerated(sampler)
     if batch_texts is None:
         batch_texts = texts_per_batch(sampler, rows, shared_prefix)
-    slots = rows or (
-        sampler.default_max_rows(shared_prefix=True) if shared_prefix else sampler.default_max_rows()
-    )
+    slots = engine_rows(sampler, rows, shared_prefix)
     out: list[GenerationResult] = []
     for lo in range(0, count, batch_texts):
         group = range(lo, min(lo + batch_texts, count))
