@@ -56,7 +56,11 @@ class Hub:
 
     def __init__(self, sampler: Any, engine: Any, speculate: bool) -> None:
         self.sampler, self.engine, self.speculate = sampler, engine, speculate
-        self.cond = threading.Condition()
+        # one lock; the engine thread waits on ``cond``, each text on its own condition, so a hand-over wakes the
+        # one thread it concerns (a shared ``notify_all`` woke every text at every turn: O(texts) per turn)
+        self._lock = threading.RLock()
+        self.cond = threading.Condition(self._lock)
+        self.wake: dict[int, threading.Condition] = {}
         self.live: set[int] = set()
         self.unstarted: set[int] = set()
         self.turn: int | None = None  # the text allowed to run now (None: the engine's turn)
@@ -75,10 +79,22 @@ class Hub:
 
     # ---- text threads ----
 
+    def admit(self, texts: range) -> None:
+        """The group's texts, none started yet (before their threads start)."""
+        self.live, self.unstarted = set(texts), set(texts)
+        self.wake = {i: threading.Condition(self._lock) for i in texts}
+
+    def abort(self) -> None:
+        """Stop the group: every waiting text raises :class:`Aborted` (the caller holds ``cond``)."""
+        self.aborted = True
+        for wake in self.wake.values():
+            wake.notify()
+        self.cond.notify()
+
     def start(self, index: int) -> bool:
         """Wait for text ``index``'s first turn; ``False``: the group was aborted before it started."""
         with self.cond:
-            self.cond.wait_for(lambda: self.aborted or self.turn == index)
+            self.wake[index].wait_for(lambda: self.aborted or self.turn == index)
             return not self.aborted
 
     def request(self, index: int, context: str, n: int, generator: Any) -> list[Any]:
@@ -157,8 +173,8 @@ class Hub:
             if index in self.waiting:
                 self.waiting[index].want = target
             self.turn = None
-            self.cond.notify_all()
-            self.cond.wait_for(lambda: self.aborted or (self.turn == index and self._ready(index)))
+            self.cond.notify()
+            self.wake[index].wait_for(lambda: self.aborted or (self.turn == index and self._ready(index)))
             if self.aborted:
                 raise Aborted
 
@@ -176,7 +192,7 @@ class Hub:
                 self.errors[index] = error
             if self.turn == index:
                 self.turn = None
-            self.cond.notify_all()
+            self.cond.notify()
 
     # ---- the engine thread ----
 
@@ -202,15 +218,14 @@ class Hub:
         while True:
             self.cond.wait_for(lambda: self.turn is None)
             if self.errors:
-                self.aborted = True
-                self.cond.notify_all()
+                self.abort()
                 return False
             ready = [i for i in self.live if i in self.unstarted or self._ready(i)]
             if not ready:
                 return bool(self.live)
             self.turn = min(ready)
             self.unstarted.discard(self.turn)
-            self.cond.notify_all()
+            self.wake[self.turn].notify()
 
     def _submit(self) -> None:
         """The texts' new requests into the engine, in text order (a matching speculation is adopted instead)."""

@@ -188,7 +188,7 @@ def _run_group(
         finally:
             hub.finished(i, error)
 
-    hub.live, hub.unstarted = set(group), set(group)
+    hub.admit(group)
     threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"pmark-text-{i}") for i in group]
     for t in threads:
         t.start()
@@ -197,8 +197,7 @@ def _run_group(
     finally:
         with hub.cond:
             if hub.live:
-                hub.aborted = True
-            hub.cond.notify_all()
+                hub.abort()
         for t in threads:
             t.join()
     if hub.errors:

@@ -111,6 +111,7 @@ class DecodeEngine:
         self.tokens = PerRowTokens(sampler) if per_row else BatchedTokens(sampler)
         self.prefills = max(int(prefills), 1)
         self.model = sampler.model
+        self._kw = cache_keyword(self.model)  # read once: inspecting the signature costs ~60 µs a pass
         self.max_rows = int(max_rows)
         self.refill = bool(refill)
         self.queue: deque[Row] = deque()
@@ -220,7 +221,7 @@ class DecodeEngine:
         pending = torch.tensor(sorted(self.pending), dtype=torch.long, device=self.mask.device)
         self.mask[:, w] = True
         self.mask[pending, w] = False  # the column a pending slot gets now is never read
-        kw = cache_keyword(self.model)
+        kw = self._kw
         cache = DynamicCache()
         cache.layers.extend(BufferLayer(k, v, w) for k, v in zip(self.kbuf, self.vbuf))
         extra: dict[str, Any] = {kw: cache}
@@ -397,7 +398,7 @@ class DecodeEngine:
             return entry
         t0 = time.perf_counter()
         ctx = torch.tensor([ids], dtype=torch.long, device=self.model.device)
-        kw = cache_keyword(self.model)
+        kw = self._kw
         out = self.model(input_ids=ctx, use_cache=True, logits_to_keep=1)
         cache = returned_cache(out, kw)
         check_layers(cache)

@@ -91,7 +91,7 @@ def test_a_stream_left_open_is_refused_at_the_next_draw(sampler, key):
     from pmark_impl.generation._hub import Client, Hub
 
     hub = Hub(sampler, sampler.make_engine(max_rows=8), speculate=False)
-    hub.live = hub.unstarted = {0}
+    hub.admit(range(1))
     hub.waiting[0] = object()  # the stream's request, still open
     with pytest.raises(Exception, match="previous stream was still open"):
         Client(hub, 0).sample("the cat", 2, None)
