@@ -293,8 +293,11 @@ class DecodeEngine:
                 keep = live + dead[: len(rows)] if compact else list(range(len(self.slots)))
                 self._reshape(sorted(keep), max(-spare, 0), need)
                 dead = [j for j, r in enumerate(self.slots) if r is None]
-        for j, row, (logits, kv) in zip(dead, rows, entries):
-            self._place(j, row, logits, kv)
+        i = 0
+        while i < len(rows):  # consecutive rows of one context are placed together: one copy per layer
+            e = next((e for e in range(i + 1, len(rows)) if entries[e] is not entries[i]), len(rows))
+            self._place(dead[i:e], rows[i:e], *entries[i])
+            i = e
         while len(self._prefills) > self.prefills:  # least recently used first
             self._prefills.pop(next(iter(self._prefills)))
 
@@ -355,28 +358,35 @@ class DecodeEngine:
         self.stats["copies"] += 1
 
     def _place(
-        self, j: int, row: Row, logits: torch.Tensor, kv: list[tuple[torch.Tensor, torch.Tensor]]
+        self,
+        js: list[int],
+        rows: list[Row],
+        logits: torch.Tensor,
+        kv: list[tuple[torch.Tensor, torch.Tensor]],
     ) -> None:
-        """Row ``row`` into dead slot ``j``: its prefill right-aligned at ``width`` (shared prefixes: in the store,
-        the slot's own columns empty), pending for one pass."""
+        """Rows ``rows`` of one context into dead slots ``js``: its prefill right-aligned at ``width`` (shared
+        prefixes: in the store, the slots' own columns empty), pending for one pass."""
         length, w = kv[0][0].shape[2], self.width
-        self.mask[j] = False
+        idx = torch.tensor(js, dtype=torch.long, device=self.mask.device)
+        self.mask[idx] = False
         if self.store is not None:
             grown = self.store.copies
-            self.entries[j] = self.store.acquire(row.req.context_ids, kv)
+            for j, row in zip(js, rows):
+                self.entries[j] = self.store.acquire(row.req.context_ids, kv)
             self.stats["copies"] += self.store.copies - grown
         else:
             for buf, vbuf, (k, v) in zip(self.kbuf, self.vbuf, kv):
-                buf[j, :, w - length : w] = k[0]
-                vbuf[j, :, w - length : w] = v[0]
-            self.mask[j, w - length : w] = True
-        self.pos[j] = length
-        self.logits[j] = logits[0]
-        self.slots[j] = row
-        self.pending.add(j)
+                buf[idx, :, w - length : w] = k[0]
+                vbuf[idx, :, w - length : w] = v[0]
+            self.mask[idx, w - length : w] = True
+        self.pos[idx] = length
+        self.logits[idx] = logits[0]
+        for j, row in zip(js, rows):
+            self.slots[j] = row
+            row.placed = True
+        self.pending.update(js)
         self._live = None
-        row.placed = True
-        self.tokens.place(j, row)
+        self.tokens.place(idx, rows)
 
     def _evict_speculative(self, wanted: int) -> None:
         """Free slots held by speculative rows for ``wanted`` waiting real rows when no dead or new slot is left for

@@ -65,10 +65,10 @@ class BatchedTokens:
             for x in (self.uni, self.toks, self.count, self.last)
         )
 
-    def place(self, j: int, row: Any) -> None:
-        """``row`` starts in slot ``j``: its uniforms drawn, no token yet."""
-        self.count[j] = 0
-        self.uni[j] = row_blocks([row.seed], self.cap)[0]
+    def place(self, idx: torch.Tensor, rows: list) -> None:
+        """``rows`` start in slots ``idx``: their uniforms drawn (one copy to the device), no token yet."""
+        self.count[idx] = 0
+        self.uni[idx] = row_blocks([row.seed for row in rows], self.cap).to(self.uni.device)
 
     def evict(self, row: Any) -> None:
         """``row`` left its slot before ending: nothing to do (its stream is drawn again when it is placed)."""
@@ -120,7 +120,7 @@ class PerRowTokens:
     def reshape(self, idx: torch.Tensor, extra: int) -> None:
         """Nothing is held per slot."""
 
-    def place(self, j: int, row: Any) -> None:
+    def place(self, idx: torch.Tensor, rows: list) -> None:
         """Nothing is held per slot."""
 
     def evict(self, row: Any) -> None:

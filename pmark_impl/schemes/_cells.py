@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl._limits import check_limit
@@ -109,7 +108,7 @@ class CellState(NamedTuple):
 
 def _choose(rng: jax.Array, mask: Any) -> tuple[int, tuple[int, ...]]:
     mask = np.asarray(mask, dtype=bool)
-    return int(_select_from_mask(rng, jnp.asarray(mask))), tuple(int(i) for i in np.flatnonzero(mask))
+    return int(_select_from_mask(rng, mask)), tuple(int(i) for i in np.flatnonzero(mask))
 
 
 def cell_step(
@@ -148,7 +147,7 @@ def cell_step(
 
     def valid(chunk: Any) -> np.ndarray:
         emb = embed(encoder, [c.text for c in chunk], dim)
-        ok = np.asarray(_green_candidates(cell_fn(emb), jnp.asarray(green)))
+        ok = np.asarray(_green_candidates(cell_fn(emb), green))
         return ok if clear_fn is None else ok & np.asarray(clear_fn(emb), dtype=bool)
 
     return first_valid(rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _choose(k, m)[0])

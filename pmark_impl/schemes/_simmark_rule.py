@@ -139,11 +139,9 @@ def simmark_step(
 
     def valid(chunk: Any) -> np.ndarray:
         emb = embed(encoder, [_normal(c.text) for c in chunk], prev_emb.shape[0])
-        return np.asarray(_valid(jnp.asarray(prev_emb), jnp.asarray(emb), lo, hi), dtype=bool)
+        return np.asarray(_valid(prev_emb, emb, lo, hi), dtype=bool)
 
-    return first_valid(
-        rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _select(k, jnp.asarray(m))
-    )
+    return first_valid(rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _select(k, m))
 
 
 @dataclass(frozen=True)

@@ -66,13 +66,13 @@ def centroids(key: Any, k: int, *, source: str = "auto") -> np.ndarray:
 def _cell_map(key: Any, settings: Any) -> tuple[Any, int]:
     k = int(settings["n_clusters"])
     cents = jnp.asarray(centroids(key, k))
-    return (lambda e: _ksemstamp_cells(jnp.asarray(e), cents)), k
+    return (lambda e: _ksemstamp_cells(e, cents)), k
 
 
 def _margin_rule(key: Any, settings: Any, margin: float) -> Any:
     cents = jnp.asarray(centroids(key, int(settings["n_clusters"])))
     m = jnp.asarray(margin)
-    return lambda e: _ksemstamp_margin_ok(jnp.asarray(e), cents, m)
+    return lambda e: _ksemstamp_margin_ok(e, cents, m)
 
 
 def _n_clusters(value: Any) -> int:

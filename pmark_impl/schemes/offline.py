@@ -80,7 +80,7 @@ def offline_step(
         while len(cands) < n:
             chunk = list(itertools.islice(stream, min(CHUNK, n - len(cands))))
             block = _pmark.proxies(v, embed(encoder, [c.text for c in chunk], v.shape[1]), centre)
-            perfect = np.flatnonzero(np.asarray(_scores(jnp.asarray(block), jnp.asarray(bits))) == b)
+            perfect = np.flatnonzero(np.asarray(_scores(block, bits)) == b)
             keep = len(chunk) if perfect.size == 0 else int(perfect[0]) + 1
             cands += chunk[:keep]
             blocks.append(block[:keep])
@@ -92,9 +92,7 @@ def offline_step(
     m = proxies.shape[0]
     pad = np.where(np.asarray(bits) == 1, -1.0, 1.0)  # Sig_j(pad) != r_j on every channel: h = 0
     proxies = np.vstack([proxies, np.tile(pad, (n - m, 1))])
-    chosen, mask, scores = _offline_choice(
-        rng, jnp.asarray(proxies), jnp.asarray(bits), jnp.asarray(np.arange(n) < m)
-    )
+    chosen, mask, scores = _offline_choice(rng, proxies, bits, np.arange(n) < m)
     return StepOutput(cands, int(chosen), _pmark.selectable(mask), int(scores[chosen]), 1, False)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pmark_impl.sampling import draw_candidates, embed
@@ -59,7 +58,7 @@ def online_step(
     """
     cands = draw_candidates(sampler, context, n, gen)
     proxies = _pmark.proxies(v, embed(encoder, [c.text for c in cands], v.shape[1]), centre)
-    chosen, mask = _online_choice(rng, jnp.asarray(proxies), jnp.asarray(bits))
+    chosen, mask = _online_choice(rng, proxies, bits)
     return StepOutput(cands, int(chosen), _pmark.selectable(mask), int(v.shape[0]), 1, False)
 
 

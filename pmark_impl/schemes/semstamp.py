@@ -34,13 +34,13 @@ def lsh_hyperplanes(key: Any, h: int) -> np.ndarray:
 def _cell_map(key: Any, settings: Any) -> tuple[Any, int]:
     h = int(settings["lsh_dim"])
     planes = jnp.asarray(lsh_hyperplanes(key, h))
-    return (lambda e: _lsh_cells(jnp.asarray(e), planes)), 2**h
+    return (lambda e: _lsh_cells(e, planes)), 2**h
 
 
 def _margin_rule(key: Any, settings: Any, margin: float) -> Any:
     planes = jnp.asarray(lsh_hyperplanes(key, int(settings["lsh_dim"])))
     m = jnp.asarray(margin)
-    return lambda e: _lsh_margin_ok(jnp.asarray(e), planes, m)
+    return lambda e: _lsh_margin_ok(e, planes, m)
 
 
 SCHEME = cell_scheme(
