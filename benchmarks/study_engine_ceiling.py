@@ -19,6 +19,17 @@ Recorded in the shape of ``benchmarks/results/throughput.json``'s runs (the engi
 ``benchmarks/throughput_profile.py`` splits both the same way, plus candidates per second and, per scheme, the
 batched loop's candidates per second over the per-row loop's against issue 40's goal (5×, reported, not asserted).
 
+Two more readings of the same run:
+
+* **the token loop's bound** (``loop_free_bound``): the per-row route's seconds over the batched route's seconds
+  less its sampling and the engine's Python — the ratio a token loop whose sampling and bookkeeping cost nothing
+  would reach, with the parts both routes share (the forward call, prefills, the encoder, the schemes and the
+  texts' turns) as they are. Below the goal, no token loop meets it;
+* **scale** (free forward): candidates per second of the batched route at :data:`SCALE` texts per group with
+  ``8 × texts`` slots (a GPU's sizing: a group is slots / 8), fastest of :data:`REPEATS`. The CPU side of a
+  GPU's run is this: flat in the texts means a turn's cost does not grow with the group (a hand-over used to wake
+  every text: O(texts) per turn).
+
 Writes ``benchmarks/results/studies/engine_ceiling.json``. Run it alone
 (``.venv/bin/python -m benchmarks.study_engine_ceiling``).
 """
@@ -53,6 +64,8 @@ TEXTS, SENTENCES, DIM, END_BIAS = 8, 3, 16, -3.0
 REPEATS = 3
 #: Issue 40's goal for the batched loop's candidates per second over the per-row loop's (reported, not asserted).
 GOAL = 5.0
+#: Texts per group of the scale runs (free forward, ``8 × texts`` slots, 2 sentences).
+SCALE = (8, 32, 128)
 
 
 class FreeLM(torch.nn.Module):
@@ -182,6 +195,41 @@ def _run_model(sampler: Any, tag: str) -> tuple[dict[str, Any], dict[str, float]
     return out, ratios
 
 
+def loop_free_bound(runs: dict[str, Any], name: str) -> float:
+    """The per-row route's seconds over the batched route's seconds less its sampling and engine Python (module
+    docstring): what a free token loop would give with the shared parts as measured."""
+    batched, eng = runs[name]["batched"]["seconds"], runs[name]["engine"]
+    loop = eng["run_s"] - eng["forward_s"] - eng["prefill_s"]  # sampling and the engine's Python
+    return runs[f"{name} (per-row loop)"]["batched"]["seconds"] / (batched - loop)
+
+
+def scale() -> dict[str, Any]:
+    """Candidates per second of the batched route (free forward) by texts per group, ``8 × texts`` slots."""
+    sampler = _models()[" (free forward)"]
+    key = WatermarkKey.generate(np.random.default_rng(5), "fake-encoder", DIM, CHANNELS)
+    make = sampler.make_engine
+    out: dict[str, Any] = {"texts": list(SCALE), "candidates_per_second": {}, "seconds": {}}
+    for name, opts in RUNS.items():
+        kw = dict(max_sentences=2, channels=CHANNELS, **opts)
+        for texts in SCALE:
+            prompts, seeds = [f"the cat sat {i}." for i in range(texts)], list(range(texts))
+            sampler.make_engine = lambda max_rows, texts=texts, **o: make(max_rows=8 * texts, **o)
+            try:
+                best = float("inf")
+                for _ in range(REPEATS):
+                    t0 = time.perf_counter()
+                    got = generate_many(
+                        key, sampler, FakeEncoder(DIM), prompts, seeds=seeds, batch_texts=texts, **kw
+                    )
+                    best = min(best, time.perf_counter() - t0)
+            finally:
+                del sampler.make_engine
+            candidates = sum(r.n_candidates_sampled for r in got)
+            out["seconds"].setdefault(name, []).append(best)
+            out["candidates_per_second"].setdefault(name, []).append(candidates / best)
+    return out
+
+
 def main() -> None:
     """Measure and write :data:`RESULTS`."""
     load0 = os.getloadavg()
@@ -197,6 +245,8 @@ def main() -> None:
     }
     res["runs"], ratios = run()
     res["batched_over_per_row"] = ratios
+    res["loop_free_bound"] = {name: loop_free_bound(res["runs"], name) for name in ratios}
+    res["scale"] = scale()
     res["goal"] = {"batched_over_per_row": GOAL}
     write_atomic(RESULTS, (json.dumps(res, indent=1) + "\n").encode(), force=True, what=str(RESULTS.name))
     print(json.dumps(res, indent=1))

@@ -82,6 +82,26 @@ def table(results: dict[str, Any], source: Any = "benchmarks/results/throughput.
             f"{results.get('repeats', 1)} repeats each: {each}"
             + (f" (issue 40's goal: {goal:g}×)." if goal else ".")
         )
+    bound = results.get("loop_free_bound")
+    if bound:
+        each = ", ".join(f"{name} {r:.2f}×" for name, r in bound.items())
+        lines.append("")
+        lines.append(
+            "The most any token loop can give in that run — its sampling and the engine's Python free, the parts "
+            f"both routes share (forward call, prefills, encoder, schemes, the texts' turns) as measured: {each}."
+        )
+    by_texts = results.get("scale")
+    if by_texts:
+        texts = " / ".join(str(t) for t in by_texts["texts"])
+        each = "; ".join(
+            f"{name} {' / '.join(f'{r:.0f}' for r in rates)}"
+            for name, rates in by_texts["candidates_per_second"].items()
+        )
+        lines.append("")
+        lines.append(
+            f"Candidates per second of the batched route (free forward) at {texts} texts per group, 8 slots per "
+            f"text (a GPU's sizing), fastest of {results.get('repeats', 1)}: {each}."
+        )
     return "\n".join(lines)
 
 
