@@ -22,9 +22,10 @@ batched loop's candidates per second over the per-row loop's against issue 40's 
 Two more readings of the same run:
 
 * **the token loop's bound** (``loop_free_bound``): the per-row route's seconds over the batched route's seconds
-  less its sampling and the engine's Python — the ratio a token loop whose sampling and bookkeeping cost nothing
-  would reach, with the parts both routes share (the forward call, prefills, the encoder, the schemes and the
-  texts' turns) as they are. Below the goal, no token loop meets it;
+  less everything the engine does outside its forward and prefill calls (sampling, stopping tests, slots, row
+  placement and refills: the token loop's whole cost and some more) — an upper bound on the ratio any token loop
+  can give, with the parts both routes share (the forward call, prefills, the encoder, the schemes and the texts'
+  turns) as they are. Below the goal, no token loop meets it;
 * **scale** (free forward): candidates per second of the batched route at :data:`SCALE` texts per group with
   ``8 × texts`` slots (a GPU's sizing: a group is slots / 8), fastest of :data:`REPEATS`. The CPU side of a
   GPU's run is this: flat in the texts means a turn's cost does not grow with the group (a hand-over used to wake
@@ -196,8 +197,8 @@ def _run_model(sampler: Any, tag: str) -> tuple[dict[str, Any], dict[str, float]
 
 
 def loop_free_bound(runs: dict[str, Any], name: str) -> float:
-    """The per-row route's seconds over the batched route's seconds less its sampling and engine Python (module
-    docstring): what a free token loop would give with the shared parts as measured."""
+    """The per-row route's seconds over the batched route's seconds less its engine time outside forward and
+    prefill (module docstring): an upper bound on what any token loop can give, the shared parts as measured."""
     batched, eng = runs[name]["batched"]["seconds"], runs[name]["engine"]
     loop = eng["run_s"] - eng["forward_s"] - eng["prefill_s"]  # sampling and the engine's Python
     return runs[f"{name} (per-row loop)"]["batched"]["seconds"] / (batched - loop)

@@ -87,7 +87,7 @@ def table(results: dict[str, Any], source: Any = "benchmarks/results/throughput.
         each = ", ".join(f"{name} {r:.2f}×" for name, r in bound.items())
         lines.append("")
         lines.append(
-            "The most any token loop can give in that run — its sampling and the engine's Python free, the parts "
+            "At most what any token loop can give in that run — sampling and the engine's Python free, the parts "
             f"both routes share (forward call, prefills, encoder, schemes, the texts' turns) as measured: {each}."
         )
     by_texts = results.get("scale")

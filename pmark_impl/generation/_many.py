@@ -190,16 +190,17 @@ def _run_group(
 
     hub.admit(group)
     threads = [threading.Thread(target=work, args=(i,), daemon=True, name=f"pmark-text-{i}") for i in group]
-    for t in threads:
-        t.start()
     try:
+        for t in threads:
+            t.start()
         hub.drive()
-    finally:
+    finally:  # an error or an interrupt, even while the threads start: every started text ends
         with hub.cond:
             if hub.live:
                 hub.abort()
         for t in threads:
-            t.join()
+            if t.ident is not None:
+                t.join()
     if hub.errors:
         raise hub.errors[min(hub.errors)]
     return [results[i] for i in group]

@@ -148,14 +148,18 @@ def _rows_in_shortlist(
 def _logsumexp64(logits: torch.Tensor, temperature: float, chunk: int | None = None) -> torch.Tensor:
     """``[n, 1]`` float64 ``logsumexp(logits / T)``, ``chunk`` rows per call, every call of the same shape.
 
-    Default chunk: :data:`CPU_CHUNK` elements, at most :data:`MAX_CHUNK_ROWS` rows (4 rows of SmolLM2's 49,152
-    logits: the float64 copy of a whole ``[n, V]`` batch costs 4× more on a CPU than chunks that stay in cache).
-    The last chunk is padded to full size, so a row's value never depends on how many rows share the call, on any
-    device (a GPU's reduction kernels choose how to split a row by the tensor's shape).
+    Default chunk on a CPU: :data:`CPU_CHUNK` elements, at most :data:`MAX_CHUNK_ROWS` rows (4 rows of SmolLM2's
+    49,152 logits: the float64 copy of a whole ``[n, V]`` batch costs 4× more on a CPU than chunks that stay in
+    cache); on an accelerator :data:`MAX_CHUNK_ROWS` rows (there each call is a few kernel launches and memory is
+    not the cost: 4-row chunks made 1,024 rows 256 calls a step, 64-row chunks make them 16; not measured, no GPU
+    was lent). The last chunk is padded to full size, so a row's value never depends on how many rows share the
+    call, on any device (a GPU's reduction kernels choose how to split a row by the tensor's shape): the same
+    shape on one device type, hence the same tokens whatever the batch.
     """
     n, v = logits.shape
     if chunk is None:
-        chunk = min(max(CPU_CHUNK // v, 1), MAX_CHUNK_ROWS)
+        cpu = logits.device.type == "cpu"
+        chunk = min(max(CPU_CHUNK // v, 1), MAX_CHUNK_ROWS) if cpu else MAX_CHUNK_ROWS
     parts = []
     for i in range(0, n, chunk):
         part = logits[i : i + chunk]

@@ -71,8 +71,26 @@ def _wasted_wakeups(sampler, key, monkeypatch, shared: bool, **opts) -> tuple[in
 
     monkeypatch.setattr(_hub, "threading", types.SimpleNamespace(Condition=_Counted, RLock=threading.RLock))
     monkeypatch.setattr(_many, "Hub", Recorded)
-    generate_many(key, sampler, FakeEncoder(DIM), PROMPTS, seeds=list(range(len(PROMPTS))), **opts)
-    (hub,) = hubs
+    seeds = list(range(len(PROMPTS)))
+    # a lost wake-up hangs: a watchdog turns it into a failure (the hub's waits have no timeout)
+    got: list = []
+
+    def texts() -> None:
+        try:
+            got.append(
+                generate_many(key, sampler, FakeEncoder(DIM), PROMPTS, seeds=seeds, batch_texts=6, **opts)
+            )
+        except BaseException as exc:  # re-raised below, in the test's thread
+            got.append(exc)
+
+    run = threading.Thread(target=texts, daemon=True)
+    run.start()
+    run.join(timeout=120)
+    assert not run.is_alive(), "the group hung: a hand-over woke nobody"
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    assert len(got[0]) == len(PROMPTS)
+    (hub,) = hubs  # one group of six texts
     wakes = {id(c): c for c in hub.wake.values()}.values()
     waits = sum(c.waits for c in wakes)
     return waits - sum(c.waited_for for c in wakes), waits
@@ -100,9 +118,10 @@ def key():
 def test_a_hand_over_wakes_only_the_text_whose_turn_it_is(sampler, key, monkeypatch, opts):
     opts = {**opts, "max_sentences": 3, "channels": 2}
     wasted, waits = _wasted_wakeups(sampler, key, monkeypatch, shared=False, **opts)
-    assert waits >= 2 * len(PROMPTS)  # every text waited for its first turn and for its first request
+    assert waits >= len(PROMPTS)  # every text waited at least for its first request
     assert wasted == 0
     control, _ = _wasted_wakeups(sampler, key, monkeypatch, shared=True, **opts)
-    # the old hand-over on the same run: more wasted wake-ups than the new one's wake-ups in all (measured 92 vs 33
-    # offline, 52 vs 18 online: each hand-over woke the other waiting texts too)
+    # the engine's hand-over as it was (a notify_all to every text) on the same run: more wasted wake-ups than the
+    # new one's wake-ups in all (measured 92 vs 33 offline, 52 vs 18 online). It under-counts the old cost (a
+    # text's hand-back still wakes only the engine; it used to wake every text too): the safe direction.
     assert control > waits

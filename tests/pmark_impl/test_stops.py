@@ -126,8 +126,8 @@ def test_control_table_without_marks_changes_the_texts(sampler, monkeypatch):
 
 @pytest.mark.parametrize("vocab", [12, 3000])
 def test_sample_rows_does_not_depend_on_the_logsumexp_chunk(vocab):
-    """The baseline's four rows per float64 ``logsumexp`` call, one row, all rows and the default rule pick the
-    same tokens (a row-wise reduction)."""
+    """The baseline's four rows per float64 ``logsumexp`` call, one row, all rows, an accelerator's 64 (padded) and
+    the default rule pick the same tokens (a row-wise reduction)."""
     from pmark_impl.sampling._rows import sample_rows
 
     g = torch.Generator().manual_seed(vocab)
@@ -136,5 +136,5 @@ def test_sample_rows_does_not_depend_on_the_logsumexp_chunk(vocab):
     u = torch.rand(37, generator=g, dtype=torch.float64)
     cfg = SamplingConfig(temperature=0.7, top_p=0.95)
     want = sample_rows(logits, cfg, u, chunk=4)
-    for chunk in (1, 37, None):
+    for chunk in (1, 37, 64, None):
         assert torch.equal(sample_rows(logits, cfg, u, chunk=chunk), want)
