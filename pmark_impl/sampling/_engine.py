@@ -48,6 +48,9 @@ from pmark_impl.sampling._requests import Request, Row
 from pmark_impl.sampling._token_loops import BatchedTokens, PerRowTokens
 from pmark_theory._validate import PMarkValueError
 
+#: A context's prefill: its last position's logits ``[1, V]`` and each layer's keys and values ``[1, H, L, D]``.
+Prefill = tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
+
 __all__ = ["HEADROOM", "DecodeEngine", "Request"]
 
 
@@ -125,9 +128,7 @@ class DecodeEngine:
         self.pos: torch.Tensor | None = None  # [R] long: position id of each slot's next input token
         self.logits: torch.Tensor | None = None  # [R, V]: each live or pending slot's next-token logits
         self._live: torch.Tensor | None = None  # live slot indices (None: recompute)
-        self._prefills: dict[
-            tuple[int, ...], tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
-        ] = {}
+        self._prefills: dict[tuple[int, ...], Prefill] = {}
         self.stats = dict.fromkeys(
             (
                 "steps",
@@ -296,12 +297,12 @@ class DecodeEngine:
         i = 0
         while i < len(rows):  # consecutive rows of one context are placed together: one copy per layer
             e = next((e for e in range(i + 1, len(rows)) if entries[e] is not entries[i]), len(rows))
-            self._place(dead[i:e], rows[i:e], *entries[i])
+            self._place(dead[i:e], rows[i:e], entries[i])
             i = e
         while len(self._prefills) > self.prefills:  # least recently used first
             self._prefills.pop(next(iter(self._prefills)))
 
-    def _reset(self, rows: int, width: int, entry: tuple[torch.Tensor, Any] | None) -> None:
+    def _reset(self, rows: int, width: int, entry: Prefill | None) -> None:
         """A fresh batch of ``rows`` dead slots ``width`` columns wide (none: free every buffer)."""
         self.slots, self.width = [None] * rows, width
         self.entries = [None] * rows
@@ -357,16 +358,11 @@ class DecodeEngine:
         self.width = width
         self.stats["copies"] += 1
 
-    def _place(
-        self,
-        js: list[int],
-        rows: list[Row],
-        logits: torch.Tensor,
-        kv: list[tuple[torch.Tensor, torch.Tensor]],
-    ) -> None:
-        """Rows ``rows`` of one context into dead slots ``js``: its prefill right-aligned at ``width`` (shared
-        prefixes: in the store, the slots' own columns empty), pending for one pass."""
-        length, w = kv[0][0].shape[2], self.width
+    def _place(self, js: list[int], rows: list[Row], entry: Prefill) -> None:
+        """Rows ``rows`` of one context into dead slots ``js``: its prefill ``entry`` right-aligned at ``width``
+        (shared prefixes: in the store, the slots' own columns empty), pending for one pass."""
+        (logits, kv), w = entry, self.width
+        length = kv[0][0].shape[2]
         idx = torch.tensor(js, dtype=torch.long, device=self.mask.device)
         self.mask[idx] = False
         if self.store is not None:
@@ -401,7 +397,7 @@ class DecodeEngine:
             self._kill(j)
         self.spec_queue.extendleft(reversed(evicted))
 
-    def _prefill(self, ids: tuple[int, ...]) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    def _prefill(self, ids: tuple[int, ...]) -> Prefill:
         entry = self._prefills.pop(ids, None)
         if entry is not None:
             self._prefills[ids] = entry  # most recently used last

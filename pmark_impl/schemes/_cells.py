@@ -147,7 +147,7 @@ def cell_step(
 
     def valid(chunk: Any) -> np.ndarray:
         emb = embed(encoder, [c.text for c in chunk], dim)
-        ok = np.asarray(_green_candidates(cell_fn(emb), green))
+        ok = np.asarray(_green_candidates(cell_fn(emb), np.asarray(green)))
         return ok if clear_fn is None else ok & np.asarray(clear_fn(emb), dtype=bool)
 
     return first_valid(rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _choose(k, m)[0])

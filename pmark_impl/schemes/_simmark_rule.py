@@ -139,7 +139,7 @@ def simmark_step(
 
     def valid(chunk: Any) -> np.ndarray:
         emb = embed(encoder, [_normal(c.text) for c in chunk], prev_emb.shape[0])
-        return np.asarray(_valid(prev_emb, emb, lo, hi), dtype=bool)
+        return np.asarray(_valid(np.asarray(prev_emb), emb, lo, hi), dtype=bool)
 
     return first_valid(rng, sampler, context, gen, n, max_trials, valid, lambda k, m: _select(k, m))
 

@@ -58,7 +58,7 @@ def online_step(
     """
     cands = draw_candidates(sampler, context, n, gen)
     proxies = _pmark.proxies(v, embed(encoder, [c.text for c in cands], v.shape[1]), centre)
-    chosen, mask = _online_choice(rng, proxies, bits)
+    chosen, mask = _online_choice(rng, proxies, np.asarray(bits))
     return StepOutput(cands, int(chosen), _pmark.selectable(mask), int(v.shape[0]), 1, False)
 
 

@@ -208,11 +208,11 @@ def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch, batch):
     same test, with batches of 2 and with one streamed request of 8."""
 
     def mutate(place):
-        def stale(self, j, row, logits, kv):
-            old = self.logits[j].clone()
-            place(self, j, row, logits, kv)
-            if bool(old.abs().sum() > 0):  # a reused slot keeps its previous occupant's next-token logits
-                self.logits[j] = old
+        def stale(self, js, rows, entry):
+            old = self.logits[js].clone()
+            place(self, js, rows, entry)
+            reused = old.abs().sum(dim=-1) > 0  # a reused slot keeps its previous occupant's next-token logits
+            self.logits[js] = torch.where(reused[:, None], old, self.logits[js])
 
         return stale
 
