@@ -211,7 +211,8 @@ def test_offline_law_control_stale_refill(tiny_lm, key, monkeypatch, batch):
         def stale(self, js, rows, entry):
             old = self.logits[js].clone()
             place(self, js, rows, entry)
-            reused = old.abs().sum(dim=-1) > 0  # a reused slot keeps its previous occupant's next-token logits
+            # a reused slot keeps its previous occupant's next-token logits
+            reused = old.abs().sum(dim=-1) > 0
             self.logits[js] = torch.where(reused[:, None], old, self.logits[js])
 
         return stale
