@@ -100,12 +100,10 @@ def check_flag(name: str, value: Any, optional: bool = False) -> Any:
 def check_shared_prefix(sampler: Any) -> None:
     """Refuse ``shared_prefix=True`` (before any work) where it cannot apply: a sampler that does not batch, or a
     model whose attention :func:`~pmark_impl.sampling.shared_prefix_refusal` does not cover."""
-    from pmark_impl.sampling import shared_prefix_refusal
+    from pmark_impl.sampling import check_shared_prefix_model
 
     if not supports_batching(sampler):
         raise PMarkValueError(
             "shared_prefix=True needs a sampler with the batched engine and a model it batches"
         )
-    refusal = shared_prefix_refusal(getattr(sampler, "model", None))
-    if refusal:
-        raise PMarkValueError(f"shared_prefix=True, but {refusal}")
+    check_shared_prefix_model(getattr(sampler, "model", None))

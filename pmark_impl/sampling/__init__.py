@@ -65,6 +65,7 @@ _LAZY = {
     "PrefixStore": "pmark_impl.sampling._prefix",
     "prefix_attention": "pmark_impl.sampling._prefix",
     "shared_prefix_refusal": "pmark_impl.sampling._prefix",
+    "check_shared_prefix_model": "pmark_impl.sampling._prefix",
     "use_prefix_attention": "pmark_impl.sampling._prefix",
     "enumerate_sentences": "pmark_impl.sampling._tiny",
     "make_tiny_lm": "pmark_impl.sampling._tiny",

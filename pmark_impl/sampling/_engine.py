@@ -43,10 +43,9 @@ from typing import Any
 import torch
 
 from pmark_impl.sampling._kv import BufferLayer, cache_keyword, check_layers, returned_cache
-from pmark_impl.sampling._prefix import PrefixStore, shared_prefix_refusal, use_prefix_attention
+from pmark_impl.sampling._prefix import PrefixStore, check_shared_prefix_model, use_prefix_attention
 from pmark_impl.sampling._requests import Request, Row
 from pmark_impl.sampling._token_loops import BatchedTokens, PerRowTokens
-from pmark_theory._validate import PMarkValueError
 
 #: A context's prefill: its last position's logits ``[1, V]`` and each layer's keys and values ``[1, H, L, D]``.
 Prefill = tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]
@@ -104,9 +103,8 @@ class DecodeEngine:
         per_row: bool = False,
         shared_prefix: bool = False,
     ) -> None:
-        refusal = shared_prefix_refusal(sampler.model) if shared_prefix else None
-        if refusal:
-            raise PMarkValueError(f"shared_prefix=True, but {refusal}")
+        if shared_prefix:
+            check_shared_prefix_model(sampler.model)
         self.store = PrefixStore() if shared_prefix else None
         self.entries: list[int | None] = []  # shared prefixes: the store entry each slot reads
         self._layout: tuple[tuple[int | None, ...], Any] | None = None

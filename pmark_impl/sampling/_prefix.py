@@ -33,12 +33,15 @@ from typing import Any, NamedTuple
 
 import torch
 
+from pmark_theory._validate import PMarkValueError
+
 __all__ = [
     "ATTENTION",
     "COLUMN_STEP",
     "SHARED_PREFIX_TYPES",
     "PrefixStore",
     "PrefixView",
+    "check_shared_prefix_model",
     "prefix_attention",
     "shared_prefix_refusal",
     "use_prefix_attention",
@@ -157,6 +160,14 @@ def shared_prefix_refusal(model: Any) -> str | None:
     if getattr(cfg, "_attn_implementation", None) not in ("sdpa", "eager", ATTENTION):
         return f"its attention implementation {cfg._attn_implementation!r} is not plain softmax attention"
     return None
+
+
+def check_shared_prefix_model(model: Any) -> None:
+    """Raise :class:`PMarkValueError` with :func:`shared_prefix_refusal`'s reason where ``model`` cannot share
+    prefixes (the one message of the engine and of ``generate_many``'s early check)."""
+    refusal = shared_prefix_refusal(model)
+    if refusal:
+        raise PMarkValueError(f"shared_prefix=True, but {refusal}")
 
 
 @contextlib.contextmanager
